@@ -1,0 +1,117 @@
+//! The response future of [`TaskService`](crate::TaskService).
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
+
+use pin_project_lite::pin_project;
+use serde_json::{Map, Value};
+
+use crate::jsonrpc::JsonRpcResponse;
+use crate::protocol::TASKS_EXTENSION;
+use crate::store::BoxFuture;
+
+pin_project! {
+    /// Response future of [`TaskService`](crate::TaskService): the inner
+    /// service's own future for requests the layer lets through (no
+    /// allocation), or a boxed future for the requests it handles.
+    pub struct ResponseFuture<F, E> {
+        #[pin]
+        kind: Kind<F, E>,
+    }
+}
+
+pin_project! {
+    #[project = KindProj]
+    enum Kind<F, E> {
+        Passthrough { #[pin] fut: F },
+        Capabilities { #[pin] fut: F, edit: Edit },
+        Intercepted { fut: BoxFuture<'static, Result<JsonRpcResponse, E>> },
+    }
+}
+
+/// How a passed-through result is amended.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Edit {
+    /// `server/discover`: advertise the 2026-07-28 extension.
+    Discover,
+}
+
+impl<F, E> ResponseFuture<F, E> {
+    pub(crate) fn passthrough(fut: F) -> Self {
+        ResponseFuture {
+            kind: Kind::Passthrough { fut },
+        }
+    }
+
+    pub(crate) fn capabilities(fut: F, edit: Edit) -> Self {
+        ResponseFuture {
+            kind: Kind::Capabilities { fut, edit },
+        }
+    }
+
+    pub(crate) fn intercepted(fut: BoxFuture<'static, Result<JsonRpcResponse, E>>) -> Self {
+        ResponseFuture {
+            kind: Kind::Intercepted { fut },
+        }
+    }
+}
+
+impl<F, E> fmt::Debug for ResponseFuture<F, E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kind = match &self.kind {
+            Kind::Passthrough { .. } => "Passthrough",
+            Kind::Capabilities { .. } => "Capabilities",
+            Kind::Intercepted { .. } => "Intercepted",
+        };
+        f.debug_struct("ResponseFuture")
+            .field("kind", &kind)
+            .finish()
+    }
+}
+
+impl<F, E> Future for ResponseFuture<F, E>
+where
+    F: Future<Output = Result<JsonRpcResponse, E>>,
+{
+    type Output = Result<JsonRpcResponse, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.project().kind.project() {
+            KindProj::Passthrough { fut } => fut.poll(cx),
+            KindProj::Capabilities { fut, edit } => {
+                let mut resp = ready!(fut.poll(cx))?;
+                if let Ok(Value::Object(result)) = &mut resp.payload {
+                    apply(*edit, result);
+                }
+                Poll::Ready(Ok(resp))
+            }
+            KindProj::Intercepted { fut } => fut.as_mut().poll(cx),
+        }
+    }
+}
+
+fn object<'a>(map: &'a mut Map<String, Value>, key: &str) -> &'a mut Map<String, Value> {
+    let slot = map
+        .entry(key.to_owned())
+        .or_insert_with(|| Value::Object(Map::new()));
+    if !slot.is_object() {
+        *slot = Value::Object(Map::new());
+    }
+    match slot {
+        Value::Object(m) => m,
+        _ => unreachable!("replaced by an object just above"),
+    }
+}
+
+fn apply(edit: Edit, result: &mut Map<String, Value>) {
+    match edit {
+        Edit::Discover => {
+            let caps = object(result, "capabilities");
+            // A 2026-07-28 server must not advertise the legacy capability (R9).
+            caps.remove("tasks");
+            object(caps, "extensions").insert(TASKS_EXTENSION.into(), Value::Object(Map::new()));
+        }
+    }
+}

@@ -1,0 +1,360 @@
+//! Minimal JSON-RPC 2.0 envelopes, as MCP uses them.
+//!
+//! The layer works on messages, not on HTTP: a transport decodes bytes into a
+//! [`JsonRpcRequest`], hands in whatever it knows about the caller through the
+//! request's [`Extensions`], and encodes the [`JsonRpcResponse`] it gets back.
+
+use std::fmt;
+
+use http::Extensions;
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::{Map, Value};
+
+/// Error codes used by MCP and by this crate.
+pub mod code {
+    /// Invalid JSON was received.
+    pub const PARSE_ERROR: i64 = -32700;
+    /// The JSON sent is not a valid request object.
+    pub const INVALID_REQUEST: i64 = -32600;
+    /// The method does not exist or is not available in this protocol era.
+    pub const METHOD_NOT_FOUND: i64 = -32601;
+    /// Invalid method parameters (also: unknown, expired or foreign task ids).
+    pub const INVALID_PARAMS: i64 = -32602;
+    /// Internal error.
+    pub const INTERNAL_ERROR: i64 = -32603;
+    /// A 2026-07-28 HTTP header disagrees with the request body.
+    pub const HEADER_MISMATCH: i64 = -32020;
+    /// The request needs a client capability it did not declare.
+    pub const MISSING_REQUIRED_CLIENT_CAPABILITY: i64 = -32021;
+    /// The requested protocol version is not supported.
+    pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
+}
+
+/// A JSON-RPC request id: a string or an integer.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum RequestId {
+    /// An integer id.
+    Number(i64),
+    /// A string id.
+    String(String),
+}
+
+impl fmt::Display for RequestId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RequestId::Number(n) => write!(f, "{n}"),
+            RequestId::String(s) => f.write_str(s),
+        }
+    }
+}
+
+impl From<i64> for RequestId {
+    fn from(n: i64) -> Self {
+        RequestId::Number(n)
+    }
+}
+
+impl From<&str> for RequestId {
+    fn from(s: &str) -> Self {
+        RequestId::String(s.to_owned())
+    }
+}
+
+impl From<String> for RequestId {
+    fn from(s: String) -> Self {
+        RequestId::String(s)
+    }
+}
+
+/// A JSON-RPC error object: `{code, message, data?}`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct JsonRpcError {
+    /// The error code.
+    pub code: i64,
+    /// A short description.
+    pub message: String,
+    /// Additional structured information.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<Value>,
+}
+
+impl JsonRpcError {
+    /// An error with a code and a message.
+    pub fn new(code: i64, message: impl Into<String>) -> Self {
+        JsonRpcError {
+            code,
+            message: message.into(),
+            data: None,
+        }
+    }
+
+    /// Attach structured `data`.
+    #[must_use]
+    pub fn with_data(mut self, data: Value) -> Self {
+        self.data = Some(data);
+        self
+    }
+
+    /// `-32700`: the bytes were not JSON.
+    pub fn parse_error(detail: impl fmt::Display) -> Self {
+        Self::new(code::PARSE_ERROR, format!("Parse error: {detail}"))
+    }
+
+    /// `-32600`: the JSON was not a valid request.
+    pub fn invalid_request(detail: impl fmt::Display) -> Self {
+        Self::new(code::INVALID_REQUEST, format!("Invalid request: {detail}"))
+    }
+
+    /// `-32601`: the method is unknown.
+    pub fn method_not_found(method: &str) -> Self {
+        Self::new(
+            code::METHOD_NOT_FOUND,
+            format!("Method not found: {method}"),
+        )
+    }
+
+    /// `-32602`: the parameters are wrong.
+    pub fn invalid_params(detail: impl fmt::Display) -> Self {
+        Self::new(code::INVALID_PARAMS, format!("Invalid params: {detail}"))
+    }
+
+    /// `-32603`: something failed on the server.
+    pub fn internal(detail: impl fmt::Display) -> Self {
+        Self::new(code::INTERNAL_ERROR, format!("Internal error: {detail}"))
+    }
+
+    /// `-32021`: the request lacks a client capability; `required` is the
+    /// `requiredCapabilities` object put in `data`.
+    pub fn missing_capability(required: Value) -> Self {
+        Self::new(
+            code::MISSING_REQUIRED_CLIENT_CAPABILITY,
+            "Missing required client capability",
+        )
+        .with_data(serde_json::json!({ "requiredCapabilities": required }))
+    }
+}
+
+impl fmt::Display for JsonRpcError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "JSON-RPC error {}: {}", self.code, self.message)
+    }
+}
+
+impl std::error::Error for JsonRpcError {}
+
+/// A JSON-RPC request or notification (a request without `id`).
+///
+/// `extensions` carries typed values between the transport, the layer and the
+/// inner service (the caller's [`TaskOwner`](crate::TaskOwner), a
+/// [`TaskResumeContext`](crate::TaskResumeContext), a cancellation token, ...).
+/// It is never serialized.
+#[derive(Clone, Debug, Default)]
+pub struct JsonRpcRequest {
+    /// The request id; `None` for a notification.
+    pub id: Option<RequestId>,
+    /// The method name.
+    pub method: String,
+    /// The parameters, if any.
+    pub params: Option<Value>,
+    /// Typed values that travel with the request and are never serialized.
+    pub extensions: Extensions,
+}
+
+impl JsonRpcRequest {
+    /// A request with an id.
+    pub fn new(id: impl Into<RequestId>, method: impl Into<String>, params: Value) -> Self {
+        JsonRpcRequest {
+            id: Some(id.into()),
+            method: method.into(),
+            params: Some(params),
+            extensions: Extensions::new(),
+        }
+    }
+
+    /// A notification (no id, no response expected).
+    pub fn notification(method: impl Into<String>, params: Option<Value>) -> Self {
+        JsonRpcRequest {
+            id: None,
+            method: method.into(),
+            params,
+            extensions: Extensions::new(),
+        }
+    }
+
+    /// Decode one request from bytes, with the exact JSON-RPC error when it
+    /// cannot be: `-32700` for bytes that are not JSON, `-32600` for JSON that
+    /// is not a request object.
+    pub fn from_slice(bytes: &[u8]) -> Result<Self, JsonRpcError> {
+        let value: Value = serde_json::from_slice(bytes).map_err(JsonRpcError::parse_error)?;
+        Self::from_value(value)
+    }
+
+    /// Decode one request from a JSON value (`-32600` when it is not one).
+    pub fn from_value(value: Value) -> Result<Self, JsonRpcError> {
+        let Value::Object(mut obj) = value else {
+            return Err(JsonRpcError::invalid_request(
+                "expected a single JSON-RPC request object",
+            ));
+        };
+        match obj.get("jsonrpc") {
+            Some(Value::String(v)) if v == "2.0" => {}
+            _ => return Err(JsonRpcError::invalid_request("\"jsonrpc\" must be \"2.0\"")),
+        }
+        let method = match obj.remove("method") {
+            Some(Value::String(m)) => m,
+            Some(_) => return Err(JsonRpcError::invalid_request("\"method\" must be a string")),
+            None => return Err(JsonRpcError::invalid_request("missing \"method\"")),
+        };
+        let id = match obj.remove("id") {
+            None => None,
+            Some(Value::String(s)) => Some(RequestId::String(s)),
+            Some(Value::Number(n)) => match n.as_i64() {
+                Some(n) => Some(RequestId::Number(n)),
+                None => {
+                    return Err(JsonRpcError::invalid_request(
+                        "\"id\" must be a string or an integer",
+                    ))
+                }
+            },
+            Some(_) => {
+                return Err(JsonRpcError::invalid_request(
+                    "\"id\" must be a string or an integer",
+                ))
+            }
+        };
+        let params = match obj.remove("params") {
+            None => None,
+            Some(p @ Value::Object(_)) => Some(p),
+            Some(_) => {
+                return Err(JsonRpcError::invalid_request(
+                    "\"params\" must be an object",
+                ))
+            }
+        };
+        Ok(JsonRpcRequest {
+            id,
+            method,
+            params,
+            extensions: Extensions::new(),
+        })
+    }
+
+    /// The `params` object, if `params` is one.
+    pub fn params_object(&self) -> Option<&Map<String, Value>> {
+        self.params.as_ref().and_then(Value::as_object)
+    }
+
+    /// `params._meta`, if present and an object.
+    pub fn meta(&self) -> Option<&Map<String, Value>> {
+        self.params_object()?.get("_meta")?.as_object()
+    }
+}
+
+impl Serialize for JsonRpcRequest {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry("jsonrpc", "2.0")?;
+        if let Some(id) = &self.id {
+            map.serialize_entry("id", id)?;
+        }
+        map.serialize_entry("method", &self.method)?;
+        if let Some(params) = &self.params {
+            map.serialize_entry("params", params)?;
+        }
+        map.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for JsonRpcRequest {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let value = Value::deserialize(deserializer)?;
+        JsonRpcRequest::from_value(value).map_err(|e| D::Error::custom(e.message))
+    }
+}
+
+/// A JSON-RPC response: a result or an error for one request id.
+#[derive(Clone, Debug, PartialEq)]
+pub struct JsonRpcResponse {
+    /// The id of the request this answers; `None` serializes as `null`
+    /// (only for requests whose id could not be read).
+    pub id: Option<RequestId>,
+    /// The result value, or the error.
+    pub payload: Result<Value, JsonRpcError>,
+}
+
+impl JsonRpcResponse {
+    /// A successful response.
+    pub fn result(id: Option<RequestId>, result: Value) -> Self {
+        JsonRpcResponse {
+            id,
+            payload: Ok(result),
+        }
+    }
+
+    /// An error response.
+    pub fn error(id: Option<RequestId>, error: JsonRpcError) -> Self {
+        JsonRpcResponse {
+            id,
+            payload: Err(error),
+        }
+    }
+
+    /// The result, if this is a success.
+    pub fn result_value(&self) -> Option<&Value> {
+        self.payload.as_ref().ok()
+    }
+
+    /// The error, if this is a failure.
+    pub fn error_value(&self) -> Option<&JsonRpcError> {
+        self.payload.as_ref().err()
+    }
+}
+
+impl Serialize for JsonRpcResponse {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(Some(3))?;
+        map.serialize_entry("jsonrpc", "2.0")?;
+        map.serialize_entry("id", &self.id)?;
+        match &self.payload {
+            Ok(result) => map.serialize_entry("result", result)?,
+            Err(error) => map.serialize_entry("error", error)?,
+        }
+        map.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for JsonRpcResponse {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        struct Raw {
+            jsonrpc: String,
+            #[serde(default)]
+            id: Option<RequestId>,
+            #[serde(default)]
+            result: Option<Value>,
+            #[serde(default)]
+            error: Option<JsonRpcError>,
+        }
+        let raw = Raw::deserialize(deserializer)?;
+        if raw.jsonrpc != "2.0" {
+            return Err(D::Error::custom("\"jsonrpc\" must be \"2.0\""));
+        }
+        let payload = match (raw.result, raw.error) {
+            (Some(r), None) => Ok(r),
+            (None, Some(e)) => Err(e),
+            _ => {
+                return Err(D::Error::custom(
+                    "a response has exactly one of \"result\" and \"error\"",
+                ))
+            }
+        };
+        Ok(JsonRpcResponse {
+            id: raw.id,
+            payload,
+        })
+    }
+}

@@ -1,0 +1,1059 @@
+//! The one generic core: the task state machine, the request handlers for
+//! `tools/call` and `tasks/*`, the runner that drives (and re-drives) the
+//! inner service, cancellation and the reaper.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
+use std::time::Duration;
+
+use serde_json::{json, Map, Value};
+use tokio::sync::broadcast;
+use tokio_util::sync::CancellationToken;
+use tower::ServiceExt;
+use tower_service::Service;
+use tracing::{debug, info, warn, Instrument, Span};
+
+use crate::context::{TaskId, TaskOwner, TaskResumeContext};
+use crate::jsonrpc::{JsonRpcError, JsonRpcRequest, JsonRpcResponse, RequestId};
+use crate::layer::{default_owner, TaskPolicy};
+use crate::protocol::{
+    DetailedTask, InputRequest, InputResponses, TaskMetadata, TaskStatus, META_CLIENT_CAPABILITIES,
+    META_PROTOCOL_VERSION, TASKS_EXTENSION,
+};
+use crate::store::{self, BoxFuture, Era, PendingInput, TaskOutcome, TaskRecord, TaskStore};
+use crate::TaskEvent;
+
+pub(crate) type OwnerFn = Arc<dyn Fn(&JsonRpcRequest) -> Option<String> + Send + Sync>;
+
+/// How many times in a row a handler may answer with `requestState` alone
+/// before the task fails (it would otherwise loop forever).
+const MAX_STATE_ONLY_ROUNDS: u32 = 16;
+/// Bound on compare-and-set retries; each retry means another writer won.
+const MAX_CAS_RETRIES: usize = 64;
+const REAP_BATCH: usize = 1024;
+
+#[derive(Clone)]
+pub(crate) struct Config {
+    pub(crate) policies: Arc<HashMap<String, TaskPolicy>>,
+    pub(crate) default_policy: TaskPolicy,
+    pub(crate) default_ttl: Option<Duration>,
+    pub(crate) max_ttl: Option<Duration>,
+    pub(crate) poll_interval: Duration,
+    pub(crate) cancel_grace: Duration,
+    pub(crate) task_window: Duration,
+    pub(crate) reap_interval: Duration,
+    pub(crate) owner: OwnerFn,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            policies: Arc::default(),
+            default_policy: TaskPolicy::Sync,
+            default_ttl: Some(Duration::from_secs(3600)),
+            max_ttl: Some(Duration::from_secs(86_400)),
+            poll_interval: Duration::from_secs(1),
+            cancel_grace: Duration::from_secs(5),
+            task_window: Duration::ZERO,
+            reap_interval: Duration::from_secs(1),
+            owner: Arc::new(default_owner),
+        }
+    }
+}
+
+impl fmt::Debug for Config {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Config")
+            .field("policies", &self.policies)
+            .field("default_policy", &self.default_policy)
+            .field("default_ttl", &self.default_ttl)
+            .field("max_ttl", &self.max_ttl)
+            .field("poll_interval", &self.poll_interval)
+            .field("cancel_grace", &self.cancel_grace)
+            .field("task_window", &self.task_window)
+            .field("reap_interval", &self.reap_interval)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Config {
+    pub(crate) fn policy(&self, tool: &str) -> TaskPolicy {
+        self.policies
+            .get(tool)
+            .copied()
+            .unwrap_or(self.default_policy)
+    }
+
+    fn ttl_ms(&self, requested: Option<u64>) -> Option<u64> {
+        let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        let wanted = requested.or(self.default_ttl.map(ms));
+        match (wanted, self.max_ttl.map(ms)) {
+            (Some(w), Some(max)) => Some(w.min(max)),
+            (None, Some(max)) => Some(max),
+            (w, None) => w,
+        }
+    }
+}
+
+/// Wall-clock milliseconds that advance with tokio's clock, so that
+/// `tokio::time::pause` and `advance` move task timestamps and TTLs too.
+#[derive(Debug)]
+struct Clock {
+    base_wall_ms: i64,
+    base: tokio::time::Instant,
+}
+
+impl Clock {
+    fn new() -> Self {
+        let wall = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+            .unwrap_or(0);
+        Clock {
+            base_wall_ms: wall,
+            base: tokio::time::Instant::now(),
+        }
+    }
+
+    fn now_ms(&self) -> i64 {
+        let elapsed = i64::try_from(self.base.elapsed().as_millis()).unwrap_or(i64::MAX);
+        self.base_wall_ms.saturating_add(elapsed)
+    }
+}
+
+/// What this process knows about a task beyond the store: its cancellation
+/// token and its tracing span, kept across resumes.
+#[derive(Clone, Debug)]
+struct Local {
+    token: CancellationToken,
+    span: Span,
+}
+
+pub(crate) struct Shared {
+    pub(crate) store: Arc<dyn TaskStore>,
+    pub(crate) cfg: Config,
+    pub(crate) events: broadcast::Sender<TaskEvent>,
+    clock: Clock,
+    local: Mutex<HashMap<String, Local>>,
+    reaper: OnceLock<()>,
+}
+
+/// The era and capabilities of one request, read from its own `_meta`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RequestEra {
+    pub(crate) modern: bool,
+    pub(crate) tasks_declared: bool,
+}
+
+impl RequestEra {
+    pub(crate) fn of(req: &JsonRpcRequest) -> Self {
+        let Some(meta) = req.meta() else {
+            return RequestEra {
+                modern: false,
+                tasks_declared: false,
+            };
+        };
+        let modern = meta
+            .get(META_PROTOCOL_VERSION)
+            .is_some_and(Value::is_string);
+        let tasks_declared = modern
+            && meta
+                .get(META_CLIENT_CAPABILITIES)
+                .and_then(|c| c.get("extensions"))
+                .and_then(|e| e.get(TASKS_EXTENSION))
+                .is_some_and(Value::is_object);
+        RequestEra {
+            modern,
+            tasks_declared,
+        }
+    }
+}
+
+pub(crate) fn missing_tasks_capability() -> JsonRpcError {
+    JsonRpcError::missing_capability(json!({ "extensions": { TASKS_EXTENSION: {} } }))
+}
+
+/// The one answer for unknown, expired and foreign task ids, so that a
+/// task's existence never leaks (R51).
+pub(crate) fn task_not_found() -> JsonRpcError {
+    JsonRpcError::new(
+        crate::jsonrpc::code::INVALID_PARAMS,
+        "Failed to retrieve task: Task not found",
+    )
+}
+
+fn store_failure(e: &store::Error) -> JsonRpcError {
+    warn!(error = %e, "task store failure");
+    JsonRpcError::internal("the task store is unavailable")
+}
+
+pub(crate) fn rfc3339(ms: i64) -> String {
+    const FORMAT: &[time::format_description::BorrowedFormatItem<'_>] = time::macros::format_description!(
+        "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"
+    );
+    let nanos = i128::from(ms) * 1_000_000;
+    time::OffsetDateTime::from_unix_timestamp_nanos(nanos)
+        .ok()
+        .and_then(|t| t.format(FORMAT).ok())
+        .unwrap_or_else(|| String::from("1970-01-01T00:00:00.000Z"))
+}
+
+/// A fresh task id: 128 bits from the operating system's CSPRNG, as 32
+/// lowercase hex digits.
+pub(crate) fn new_task_id() -> Result<String, getrandom::Error> {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes)?;
+    let mut id = String::with_capacity(32);
+    for b in bytes {
+        id.push(char::from_digit(u32::from(b >> 4), 16).unwrap_or('0'));
+        id.push(char::from_digit(u32::from(b & 0xf), 16).unwrap_or('0'));
+    }
+    Ok(id)
+}
+
+fn result_type(v: &Value) -> Option<&str> {
+    v.get("resultType").and_then(Value::as_str)
+}
+
+pub(crate) fn is_mrtr(resp: &JsonRpcResponse) -> bool {
+    resp.result_value()
+        .is_some_and(|v| result_type(v) == Some("input_required"))
+}
+
+fn ack(id: Option<RequestId>) -> JsonRpcResponse {
+    JsonRpcResponse::result(id, json!({ "resultType": "complete" }))
+}
+
+/// Read `params.taskId` as a string.
+fn task_id_param(req: &JsonRpcRequest) -> Result<&str, JsonRpcError> {
+    match req.params_object().and_then(|p| p.get("taskId")) {
+        Some(Value::String(id)) => Ok(id),
+        Some(_) => Err(JsonRpcError::invalid_params("\"taskId\" must be a string")),
+        None => Err(JsonRpcError::invalid_params("missing \"taskId\"")),
+    }
+}
+
+/// What the layer remembers of the `tools/call` that may become a task.
+pub(crate) struct ToolCall {
+    pub(crate) id: Option<RequestId>,
+    pub(crate) name: String,
+    pub(crate) arguments: Value,
+    pub(crate) meta: Option<Value>,
+    pub(crate) input_responses: InputResponses,
+    pub(crate) request_state: Option<String>,
+    pub(crate) owner: Option<String>,
+    pub(crate) token: CancellationToken,
+    pub(crate) era: Era,
+    pub(crate) requested_ttl: Option<u64>,
+}
+
+impl ToolCall {
+    pub(crate) fn from_request(req: &JsonRpcRequest, owner: Option<String>, era: Era) -> Self {
+        let params = req.params_object();
+        let get = |k: &str| params.and_then(|p| p.get(k));
+        ToolCall {
+            id: req.id.clone(),
+            name: get("name")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned(),
+            arguments: get("arguments").cloned().unwrap_or_else(|| json!({})),
+            meta: get("_meta").cloned(),
+            input_responses: get("inputResponses")
+                .and_then(Value::as_object)
+                .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+                .unwrap_or_default(),
+            request_state: get("requestState")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+            owner,
+            token: CancellationToken::new(),
+            era,
+            requested_ttl: get("task")
+                .and_then(|t| t.get("ttl"))
+                .and_then(Value::as_u64),
+        }
+    }
+}
+
+/// What the runner does after writing a handler's answer.
+enum Next {
+    Done,
+    Reinvoke(JsonRpcRequest),
+}
+
+type InnerFuture<E> = BoxFuture<'static, Result<JsonRpcResponse, E>>;
+
+impl Shared {
+    pub(crate) fn new(
+        store: Arc<dyn TaskStore>,
+        cfg: Config,
+        events: broadcast::Sender<TaskEvent>,
+    ) -> Self {
+        Shared {
+            store,
+            cfg,
+            events,
+            clock: Clock::new(),
+            local: Mutex::new(HashMap::new()),
+            reaper: OnceLock::new(),
+        }
+    }
+
+    pub(crate) fn now_ms(&self) -> i64 {
+        self.clock.now_ms()
+    }
+
+    pub(crate) fn owner_of(&self, req: &JsonRpcRequest) -> Option<String> {
+        (self.cfg.owner)(req)
+    }
+
+    fn locals(&self) -> std::sync::MutexGuard<'_, HashMap<String, Local>> {
+        self.local.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The task's token and span, made if this process has none yet (the
+    /// task was created before a restart, or on another replica).
+    fn local(&self, record: &TaskRecord) -> Local {
+        self.locals()
+            .entry(record.id.clone())
+            .or_insert_with(|| Local {
+                token: CancellationToken::new(),
+                span: task_span(&record.id, &record.tool_name),
+            })
+            .clone()
+    }
+
+    fn forget(&self, id: &str) -> Option<Local> {
+        self.locals().remove(id)
+    }
+
+    fn span_of(&self, id: &str) -> Span {
+        self.locals()
+            .get(id)
+            .map_or_else(Span::none, |l| l.span.clone())
+    }
+
+    fn publish(&self, record: &TaskRecord, span: &Span) {
+        info!(parent: span, status = %record.status, version = record.version, "task status");
+        let _ = self.events.send(TaskEvent {
+            task_id: record.id.clone(),
+            status: record.status,
+            version: record.version,
+        });
+    }
+
+    /// Start the background reaper once, on the runtime of the first
+    /// intercepted request. It holds only a weak reference, so it ends when
+    /// the last layer and service are dropped.
+    pub(crate) fn ensure_reaper(self: &Arc<Self>) {
+        self.reaper.get_or_init(|| {
+            if let Ok(handle) = tokio::runtime::Handle::try_current() {
+                let weak = Arc::downgrade(self);
+                let period = self.cfg.reap_interval;
+                handle.spawn(reap_loop(weak, period));
+            }
+        });
+    }
+
+    async fn reap_once(&self) {
+        loop {
+            match self.store.delete_expired(self.now_ms(), REAP_BATCH).await {
+                Ok(ids) => {
+                    for id in &ids {
+                        if let Some(local) = self.forget(id) {
+                            // Expiry is a cancellation signal for a handler
+                            // that is still running.
+                            local.token.cancel();
+                            info!(parent: &local.span, "task expired");
+                        }
+                    }
+                    if ids.len() < REAP_BATCH {
+                        return;
+                    }
+                }
+                Err(e) => {
+                    warn!(error = %e, "reaping expired tasks failed; will retry");
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Look a task up for a caller: absent, expired, of another owner or of
+    /// another era all read as `None`.
+    async fn lookup(
+        &self,
+        id: &str,
+        owner: Option<&str>,
+        era: Era,
+    ) -> Result<Option<Arc<TaskRecord>>, JsonRpcError> {
+        match self.store.get(id, self.now_ms()).await {
+            Ok(Some(r)) if r.owner.as_deref() == owner && r.era == era => Ok(Some(r)),
+            Ok(_) => Ok(None),
+            Err(e) => Err(store_failure(&e)),
+        }
+    }
+
+    fn metadata(&self, r: &TaskRecord) -> TaskMetadata {
+        TaskMetadata::new(
+            r.id.clone(),
+            rfc3339(r.created_at_ms),
+            rfc3339(r.updated_at_ms),
+            r.ttl_ms,
+        )
+        .with_poll_interval_ms(r.poll_interval_ms)
+        .with_status_message(r.status_message.clone())
+    }
+
+    /// The 2026-07-28 view of a record.
+    pub(crate) fn detailed(&self, r: &TaskRecord) -> DetailedTask {
+        let metadata = self.metadata(r);
+        match r.status {
+            TaskStatus::Working => DetailedTask::working(metadata),
+            TaskStatus::InputRequired => DetailedTask::input_required(
+                metadata,
+                r.input_requests
+                    .iter()
+                    .map(|(k, p)| (k.clone(), p.request.clone()))
+                    .collect(),
+            ),
+            TaskStatus::Completed => match &r.outcome {
+                Some(TaskOutcome::Result(result)) => {
+                    DetailedTask::completed(metadata, result.clone())
+                }
+                _ => DetailedTask::completed(metadata, Map::new()),
+            },
+            TaskStatus::Failed => match &r.outcome {
+                Some(TaskOutcome::Error(e)) => DetailedTask::failed(metadata, e.clone()),
+                _ => DetailedTask::failed(metadata, JsonRpcError::internal("the task failed")),
+            },
+            TaskStatus::Cancelled => DetailedTask::cancelled(metadata),
+        }
+    }
+
+    fn detailed_value(&self, r: &TaskRecord, result_type: &str) -> Value {
+        let mut v = serde_json::to_value(self.detailed(r)).unwrap_or_else(|_| json!({}));
+        if let Value::Object(m) = &mut v {
+            m.insert("resultType".into(), Value::String(result_type.into()));
+        }
+        v
+    }
+
+    // ----- tasks/get, tasks/update, tasks/cancel (2026-07-28) -----
+
+    pub(crate) async fn tasks_get(&self, req: JsonRpcRequest) -> JsonRpcResponse {
+        let id = req.id.clone();
+        let answer = async {
+            let task_id = task_id_param(&req)?;
+            let owner = self.owner_of(&req);
+            let record = self
+                .lookup(task_id, owner.as_deref(), Era::Modern)
+                .await?
+                .ok_or_else(task_not_found)?;
+            Ok(self.detailed_value(&record, "complete"))
+        };
+        match answer.await {
+            Ok(v) => JsonRpcResponse::result(id, v),
+            Err(e) => JsonRpcResponse::error(id, e),
+        }
+    }
+
+    pub(crate) async fn tasks_update<S>(
+        self: Arc<Self>,
+        svc: S,
+        req: JsonRpcRequest,
+    ) -> JsonRpcResponse
+    where
+        S: Service<JsonRpcRequest, Response = JsonRpcResponse> + Clone + Send + 'static,
+        S::Future: Send + 'static,
+        S::Error: Send + 'static,
+    {
+        let id = req.id.clone();
+        match self.record_answers(&req).await {
+            Ok(Some(resumed)) => {
+                // Only the writer that won input_required → working resumes
+                // the handler: exactly once per round.
+                let local = self.local(&resumed);
+                self.publish(&resumed, &local.span);
+                let request = self.resume_request(&resumed, &local.token);
+                let fut: InnerFuture<S::Error> = Box::pin(svc.clone().oneshot(request));
+                self.spawn_runner(svc, resumed.id.clone(), local, fut);
+                ack(id)
+            }
+            Ok(None) => ack(id),
+            Err(e) => JsonRpcResponse::error(id, e),
+        }
+    }
+
+    /// Merge the outstanding answers of a `tasks/update` into the task; the
+    /// record, if this call moved the task back to `working`.
+    async fn record_answers(
+        &self,
+        req: &JsonRpcRequest,
+    ) -> Result<Option<TaskRecord>, JsonRpcError> {
+        let task_id = task_id_param(req)?;
+        let answers = match req.params_object().and_then(|p| p.get("inputResponses")) {
+            Some(Value::Object(m)) => m,
+            Some(_) => {
+                return Err(JsonRpcError::invalid_params(
+                    "\"inputResponses\" must be an object",
+                ))
+            }
+            None => return Err(JsonRpcError::invalid_params("missing \"inputResponses\"")),
+        };
+        if let Some((key, _)) = answers.iter().find(|(_, v)| !v.is_object()) {
+            return Err(JsonRpcError::invalid_params(format!(
+                "the answer under \"{key}\" must be an object"
+            )));
+        }
+        let owner = self.owner_of(req);
+        for _ in 0..MAX_CAS_RETRIES {
+            let record = self
+                .lookup(task_id, owner.as_deref(), Era::Modern)
+                .await?
+                .ok_or_else(task_not_found)?;
+            let Some(next) = self.apply_answers(&record, answers) else {
+                // Nothing outstanding was answered: ack and change nothing
+                // (R33, R40).
+                return Ok(None);
+            };
+            match self.store.replace(next.clone(), record.version).await {
+                Ok(()) if next.status == TaskStatus::Working => return Ok(Some(next)),
+                Ok(()) => {
+                    self.publish(&next, &self.span_of(&next.id));
+                    return Ok(None);
+                }
+                Err(store::Error::Conflict) => continue,
+                Err(store::Error::NotFound) => return Err(task_not_found()),
+                Err(e) => return Err(store_failure(&e)),
+            }
+        }
+        Err(JsonRpcError::internal(
+            "the task is changing too fast; try again",
+        ))
+    }
+
+    /// The next version of `record` with the outstanding answers merged in,
+    /// or `None` when no outstanding key is answered.
+    fn apply_answers(
+        &self,
+        record: &TaskRecord,
+        answers: &Map<String, Value>,
+    ) -> Option<TaskRecord> {
+        if record.status != TaskStatus::InputRequired
+            || !answers
+                .keys()
+                .any(|k| record.input_requests.contains_key(k))
+        {
+            return None;
+        }
+        let mut next = record.next_version(self.now_ms());
+        for (key, answer) in answers {
+            if let Some(pending) = next.input_requests.remove(key) {
+                // A later answer to the same inner key wins.
+                next.input_responses
+                    .insert(pending.inner_key, answer.clone());
+            }
+        }
+        if next.input_requests.is_empty() {
+            next.status = TaskStatus::Working;
+            next.status_message = None;
+            next.round += 1;
+        }
+        Some(next)
+    }
+
+    pub(crate) async fn tasks_cancel(&self, req: JsonRpcRequest, era: Era) -> JsonRpcResponse {
+        let id = req.id.clone();
+        match self.cancel_inner(&req, era).await {
+            Ok(Some(record)) if era == Era::Legacy => JsonRpcResponse::result(
+                id,
+                serde_json::to_value(self.legacy_task(&record)).unwrap_or_default(),
+            ),
+            Ok(_) => ack(id),
+            Err(e) => JsonRpcResponse::error(id, e),
+        }
+    }
+
+    async fn cancel_inner(
+        &self,
+        req: &JsonRpcRequest,
+        era: Era,
+    ) -> Result<Option<TaskRecord>, JsonRpcError> {
+        let task_id = task_id_param(req)?;
+        let owner = self.owner_of(req);
+        for _ in 0..MAX_CAS_RETRIES {
+            let record = self
+                .lookup(task_id, owner.as_deref(), era)
+                .await?
+                .ok_or_else(task_not_found)?;
+            if record.status.is_terminal() {
+                return match era {
+                    // Idempotent in 2026-07-28 (R45).
+                    Era::Modern => Ok(None),
+                    // An error in 2025-11-25 (R71).
+                    _ => Err(JsonRpcError::invalid_params(format!(
+                        "Cannot cancel task: already in terminal status '{}'",
+                        record.status
+                    ))),
+                };
+            }
+            let mut next = record.next_version(self.now_ms());
+            finish(
+                &mut next,
+                TaskStatus::Cancelled,
+                None,
+                Some("The task was cancelled by the client.".into()),
+            );
+            next.cancel_requested = true;
+            match self.store.replace(next.clone(), record.version).await {
+                Ok(()) => {
+                    let local = self.forget(&next.id);
+                    let span = local.as_ref().map_or_else(Span::none, |l| l.span.clone());
+                    self.publish(&next, &span);
+                    if let Some(local) = local {
+                        local.token.cancel();
+                    }
+                    return Ok(Some(next));
+                }
+                Err(store::Error::Conflict) => continue,
+                Err(store::Error::NotFound) => return Err(task_not_found()),
+                Err(e) => return Err(store_failure(&e)),
+            }
+        }
+        Err(JsonRpcError::internal(
+            "the task is changing too fast; try again",
+        ))
+    }
+
+    /// The 2025-11-25 view of a record.
+    pub(crate) fn legacy_task(&self, r: &TaskRecord) -> crate::protocol::Task {
+        let m = self.metadata(r);
+        crate::protocol::Task {
+            task_id: m.task_id,
+            status: r.status,
+            status_message: m.status_message,
+            created_at: m.created_at,
+            last_updated_at: m.last_updated_at,
+            ttl: m.ttl_ms,
+            poll_interval: m.poll_interval_ms,
+        }
+    }
+
+    fn create_result(&self, r: &TaskRecord) -> Value {
+        match r.era {
+            Era::Legacy => json!({ "task": self.legacy_task(r) }),
+            _ => self.detailed_value(r, "task"),
+        }
+    }
+
+    // ----- tools/call -----
+
+    /// Run a `tools/call` that may become a task: wait up to the policy's
+    /// window for the handler, answer synchronously (or with plain MRTR) if
+    /// it finished, otherwise store a task and keep the handler running.
+    pub(crate) async fn tools_call<S>(
+        self: Arc<Self>,
+        svc: S,
+        call: ToolCall,
+        policy: TaskPolicy,
+        fut: S::Future,
+    ) -> Result<JsonRpcResponse, S::Error>
+    where
+        S: Service<JsonRpcRequest, Response = JsonRpcResponse> + Clone + Send + 'static,
+        S::Future: Send + 'static,
+        S::Error: Send + 'static,
+    {
+        let window = match policy {
+            TaskPolicy::Auto { within } => within,
+            _ => self.cfg.task_window,
+        };
+        let mut fut: InnerFuture<S::Error> = Box::pin(fut);
+        let fut = match tokio::time::timeout(window, &mut fut).await {
+            Ok(Err(e)) => return Err(e),
+            Ok(Ok(resp)) if is_mrtr(&resp) || matches!(policy, TaskPolicy::Auto { .. }) => {
+                return Ok(resp)
+            }
+            Ok(Ok(resp)) => Box::pin(std::future::ready(Ok(resp))),
+            Err(_elapsed) => fut,
+        };
+        let task_id = match new_task_id() {
+            Ok(id) => id,
+            Err(e) => {
+                call.token.cancel();
+                warn!(error = %e, "the OS random source failed; no task created");
+                return Ok(JsonRpcResponse::error(
+                    call.id,
+                    JsonRpcError::internal("cannot create a task id"),
+                ));
+            }
+        };
+        let now = self.now_ms();
+        let mut record = TaskRecord::new(
+            task_id,
+            call.era,
+            call.name,
+            call.arguments,
+            now,
+            self.cfg.ttl_ms(call.requested_ttl),
+        )
+        .with_owner(call.owner);
+        record.poll_interval_ms =
+            Some(u64::try_from(self.cfg.poll_interval.as_millis()).unwrap_or(u64::MAX));
+        record.meta = call.meta;
+        // Answers given before the task existed seed the task's answers, so a
+        // handler resumed from the top finds them again.
+        record.input_responses = call.input_responses;
+        record.request_state = call.request_state;
+        let span = task_span(&record.id, &record.tool_name);
+        if let Err(e) = self.store.create(record.clone()).await {
+            // Dropping the handler's future stops it.
+            call.token.cancel();
+            return Ok(JsonRpcResponse::error(call.id, store_failure(&e)));
+        }
+        info!(parent: &span, status = %record.status, "task created");
+        let local = Local {
+            token: call.token,
+            span,
+        };
+        self.locals().insert(record.id.clone(), local.clone());
+        let _ = self.events.send(TaskEvent {
+            task_id: record.id.clone(),
+            status: record.status,
+            version: record.version,
+        });
+        let created = self.create_result(&record);
+        self.spawn_runner(svc, record.id, local, fut);
+        Ok(JsonRpcResponse::result(call.id, created))
+    }
+
+    /// The `tools/call` that re-invokes the handler from the top.
+    fn resume_request(&self, r: &TaskRecord, token: &CancellationToken) -> JsonRpcRequest {
+        let mut params = Map::new();
+        params.insert("name".into(), Value::String(r.tool_name.clone()));
+        params.insert("arguments".into(), r.arguments.clone());
+        if !r.input_responses.is_empty() {
+            let answers: Map<String, Value> = r
+                .input_responses
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            params.insert("inputResponses".into(), Value::Object(answers));
+        }
+        if let Some(state) = &r.request_state {
+            params.insert("requestState".into(), Value::String(state.clone()));
+        }
+        if let Some(meta) = &r.meta {
+            params.insert("_meta".into(), meta.clone());
+        }
+        let mut req = JsonRpcRequest::new(
+            format!("mcp-task-layer:{}:{}", r.id, r.round),
+            "tools/call",
+            Value::Object(params),
+        );
+        let context = TaskResumeContext::new(
+            r.tool_name.clone(),
+            r.arguments.clone(),
+            r.input_responses.clone(),
+        )
+        .with_cancellation_token(token.clone());
+        req.extensions.insert(context);
+        req.extensions.insert(token.clone());
+        req.extensions.insert(TaskId(r.id.clone()));
+        if let Some(owner) = &r.owner {
+            req.extensions.insert(TaskOwner(owner.clone()));
+        }
+        req
+    }
+
+    fn spawn_runner<S>(
+        self: &Arc<Self>,
+        svc: S,
+        id: String,
+        local: Local,
+        first: InnerFuture<S::Error>,
+    ) where
+        S: Service<JsonRpcRequest, Response = JsonRpcResponse> + Clone + Send + 'static,
+        S::Future: Send + 'static,
+        S::Error: Send + 'static,
+    {
+        let shared = Arc::clone(self);
+        let span = local.span.clone();
+        tokio::spawn(shared.run(svc, id, local.token, first).instrument(span));
+    }
+
+    /// Drive the handler until the task is terminal or waits for input.
+    async fn run<S>(
+        self: Arc<Self>,
+        svc: S,
+        id: String,
+        token: CancellationToken,
+        mut fut: InnerFuture<S::Error>,
+    ) where
+        S: Service<JsonRpcRequest, Response = JsonRpcResponse> + Clone + Send + 'static,
+        S::Future: Send + 'static,
+        S::Error: Send + 'static,
+    {
+        let grace = self.cfg.cancel_grace;
+        let mut state_only = 0u32;
+        loop {
+            let out = tokio::select! {
+                out = &mut fut => out,
+                () = async { token.cancelled().await; tokio::time::sleep(grace).await } => {
+                    debug!("the handler outlived its cancel grace; aborting it");
+                    return;
+                }
+            };
+            match self.settle(&id, out, &token, &mut state_only).await {
+                Next::Done => return,
+                Next::Reinvoke(req) => fut = Box::pin(svc.clone().oneshot(req)),
+            }
+        }
+    }
+
+    /// Write what the handler answered. Loses every race to a terminal
+    /// state written first (a cancel, an expiry).
+    async fn settle<E>(
+        &self,
+        id: &str,
+        out: Result<JsonRpcResponse, E>,
+        token: &CancellationToken,
+        state_only: &mut u32,
+    ) -> Next {
+        let answer = Answer::from_output(out);
+        for _ in 0..MAX_CAS_RETRIES {
+            let record = match self.store.get(id, self.now_ms()).await {
+                Ok(Some(r)) => r,
+                Ok(None) => return Next::Done,
+                Err(e) => {
+                    warn!(error = %e, "cannot read the task to record the handler's answer");
+                    return Next::Done;
+                }
+            };
+            if record.status != TaskStatus::Working {
+                return Next::Done;
+            }
+            let mut next = record.next_version(self.now_ms());
+            let mut reinvoke = false;
+            match &answer {
+                Answer::Result(result) => {
+                    // 2025-11-25 marks a tool error `failed` (R69); 2026-07-28
+                    // keeps it `completed` (R22).
+                    let tool_error = result.get("isError") == Some(&Value::Bool(true));
+                    let status = if tool_error && record.era == Era::Legacy {
+                        TaskStatus::Failed
+                    } else {
+                        TaskStatus::Completed
+                    };
+                    finish(
+                        &mut next,
+                        status,
+                        Some(TaskOutcome::Result(result.clone())),
+                        None,
+                    );
+                }
+                Answer::Error(e) => {
+                    let message = Some(e.message.clone());
+                    finish(
+                        &mut next,
+                        TaskStatus::Failed,
+                        Some(TaskOutcome::Error(e.clone())),
+                        message,
+                    );
+                }
+                Answer::Input { requests, state } => {
+                    match undeclared(record.meta.as_ref(), requests) {
+                        Some(error) => {
+                            let message = Some(error.message.clone());
+                            finish(
+                                &mut next,
+                                TaskStatus::Failed,
+                                Some(TaskOutcome::Error(error)),
+                                message,
+                            );
+                        }
+                        None => {
+                            expose_keys(&mut next, requests);
+                            next.status = TaskStatus::InputRequired;
+                            next.status_message = Some("The task is waiting for input.".into());
+                            next.request_state = state.clone();
+                        }
+                    }
+                }
+                Answer::StateOnly(state) if *state_only < MAX_STATE_ONLY_ROUNDS => {
+                    next.request_state = Some(state.clone());
+                    next.round += 1;
+                    reinvoke = true;
+                }
+                Answer::StateOnly(_) => {
+                    let e =
+                        JsonRpcError::internal("the tool kept answering with requestState alone");
+                    let message = Some(e.message.clone());
+                    finish(
+                        &mut next,
+                        TaskStatus::Failed,
+                        Some(TaskOutcome::Error(e)),
+                        message,
+                    );
+                }
+            }
+            match self.store.replace(next.clone(), record.version).await {
+                Ok(()) if reinvoke => {
+                    *state_only += 1;
+                    return Next::Reinvoke(self.resume_request(&next, token));
+                }
+                Ok(()) => {
+                    let span = if next.status.is_terminal() {
+                        self.forget(id).map_or_else(Span::none, |l| l.span)
+                    } else {
+                        self.span_of(id)
+                    };
+                    self.publish(&next, &span);
+                    return Next::Done;
+                }
+                Err(store::Error::Conflict) => continue,
+                Err(e) => {
+                    warn!(error = %e, "cannot record the handler's answer");
+                    return Next::Done;
+                }
+            }
+        }
+        Next::Done
+    }
+}
+
+/// What a handler's answer means for its task.
+enum Answer {
+    Result(Map<String, Value>),
+    Error(JsonRpcError),
+    Input {
+        requests: std::collections::BTreeMap<String, InputRequest>,
+        state: Option<String>,
+    },
+    StateOnly(String),
+}
+
+impl Answer {
+    fn from_output<E>(out: Result<JsonRpcResponse, E>) -> Self {
+        let value = match out {
+            Err(_) => return Answer::Error(JsonRpcError::internal("the tool's service failed")),
+            Ok(JsonRpcResponse {
+                payload: Err(e), ..
+            }) => return Answer::Error(e),
+            Ok(JsonRpcResponse { payload: Ok(v), .. }) => v,
+        };
+        let Value::Object(mut result) = value else {
+            return Answer::Error(JsonRpcError::internal(
+                "the tool returned a non-object result",
+            ));
+        };
+        if result.get("resultType").and_then(Value::as_str) != Some("input_required") {
+            return Answer::Result(result);
+        }
+        let state = match result.remove("requestState") {
+            Some(Value::String(s)) => Some(s),
+            _ => None,
+        };
+        let requests = match result.remove("inputRequests") {
+            None | Some(Value::Null) => Default::default(),
+            Some(v) => {
+                match serde_json::from_value::<std::collections::BTreeMap<String, InputRequest>>(v)
+                {
+                    Ok(r) => r,
+                    Err(_) => {
+                        return Answer::Error(JsonRpcError::internal(
+                            "the tool returned malformed inputRequests",
+                        ))
+                    }
+                }
+            }
+        };
+        match (requests.is_empty(), state) {
+            (false, state) => Answer::Input { requests, state },
+            (true, Some(state)) => Answer::StateOnly(state),
+            (true, None) => Answer::Error(JsonRpcError::internal(
+                "the tool asked for input without inputRequests or requestState",
+            )),
+        }
+    }
+}
+
+/// Make a record terminal and drop what only a resume needed.
+fn finish(
+    next: &mut TaskRecord,
+    status: TaskStatus,
+    outcome: Option<TaskOutcome>,
+    message: Option<String>,
+) {
+    next.status = status;
+    next.outcome = outcome;
+    next.status_message = message;
+    next.input_requests.clear();
+    next.issued_keys.clear();
+    next.input_responses.clear();
+    next.arguments = Value::Null;
+    next.meta = None;
+    next.request_state = None;
+}
+
+/// Give each inner key a key never shown before for this task: the inner
+/// key itself the first time, then `key.2`, `key.3`, ... (R36, R37).
+fn expose_keys(next: &mut TaskRecord, requests: &std::collections::BTreeMap<String, InputRequest>) {
+    next.input_requests.clear();
+    for (inner, request) in requests {
+        let mut key = inner.clone();
+        let mut n = 2u64;
+        while next.issued_keys.contains(&key) {
+            key = format!("{inner}.{n}");
+            n += 1;
+        }
+        next.issued_keys.insert(key.clone());
+        next.input_requests.insert(
+            key,
+            PendingInput {
+                inner_key: inner.clone(),
+                request: request.clone(),
+            },
+        );
+    }
+}
+
+/// The `-32021` error if a request needs a client capability the original
+/// call did not declare (R39).
+fn undeclared(
+    meta: Option<&Value>,
+    requests: &std::collections::BTreeMap<String, InputRequest>,
+) -> Option<JsonRpcError> {
+    let caps = meta.and_then(|m| m.get(META_CLIENT_CAPABILITIES));
+    for request in requests.values() {
+        let declared = request
+            .required_capability()
+            .is_some_and(|cap| caps.and_then(|c| c.get(cap)).is_some_and(Value::is_object));
+        if !declared {
+            let cap = request.required_capability().unwrap_or("unknown");
+            let mut e = JsonRpcError::missing_capability(json!({ cap: {} }));
+            e.message = format!(
+                "The tool asked for {}, which the client did not declare",
+                request.method
+            );
+            return Some(e);
+        }
+    }
+    None
+}
+
+pub(crate) fn task_span(id: &str, tool: &str) -> Span {
+    tracing::info_span!("mcp_task", task_id = %id, tool = %tool)
+}
+
+async fn reap_loop(weak: Weak<Shared>, period: Duration) {
+    let mut tick = tokio::time::interval(period);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let Some(shared) = weak.upgrade() else { return };
+        shared.reap_once().await;
+    }
+}

@@ -1,0 +1,189 @@
+//! [`TaskService`]: dispatch by method.
+
+use std::fmt;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use tower_service::Service;
+
+use crate::future::{Edit, ResponseFuture};
+use crate::jsonrpc::{JsonRpcError, JsonRpcRequest, JsonRpcResponse};
+use crate::layer::TaskPolicy;
+use crate::runtime::{missing_tasks_capability, RequestEra, Shared, ToolCall};
+use crate::store::Era;
+
+/// The middleware made by [`TaskLayer`](crate::TaskLayer).
+///
+/// It handles `tools/call` (deciding whether a call becomes a task) and
+/// `tasks/*` itself, advertises the tasks extension in `server/discover`
+/// results, and lets every other request through to the inner service
+/// untouched. Protocol failures are JSON-RPC error *responses*; `Error` is
+/// the inner service's own error type.
+///
+/// The name is `TaskService` rather than tower's usual `Task<S>` because
+/// "task" is this crate's domain noun; stored tasks are
+/// [`TaskRecord`](crate::store::TaskRecord)s.
+pub struct TaskService<S> {
+    inner: S,
+    shared: Arc<Shared>,
+}
+
+impl<S: Clone> Clone for TaskService<S> {
+    fn clone(&self) -> Self {
+        TaskService {
+            inner: self.inner.clone(),
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+impl<S: fmt::Debug> fmt::Debug for TaskService<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TaskService")
+            .field("inner", &self.inner)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S> TaskService<S> {
+    pub(crate) fn new(inner: S, shared: Arc<Shared>) -> Self {
+        TaskService { inner, shared }
+    }
+
+    /// The inner service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// The inner service, mutably.
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+
+    /// Unwrap the inner service.
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
+}
+
+impl<S> Service<JsonRpcRequest> for TaskService<S>
+where
+    S: Service<JsonRpcRequest, Response = JsonRpcResponse> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+{
+    type Response = JsonRpcResponse;
+    type Error = S::Error;
+    type Future = ResponseFuture<S::Future, S::Error>;
+
+    #[inline]
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: JsonRpcRequest) -> Self::Future {
+        match req.method.as_str() {
+            "tools/call" => self.tools_call(req),
+            "tasks/get" | "tasks/update" | "tasks/cancel" | "tasks/result" | "tasks/list" => {
+                self.tasks(req)
+            }
+            "server/discover" if RequestEra::of(&req).modern => {
+                ResponseFuture::capabilities(self.inner.call(req), Edit::Discover)
+            }
+            _ => ResponseFuture::passthrough(self.inner.call(req)),
+        }
+    }
+}
+
+fn answer<F, E>(resp: JsonRpcResponse) -> ResponseFuture<F, E>
+where
+    E: Send + 'static,
+{
+    ResponseFuture::intercepted(Box::pin(std::future::ready(Ok(resp))))
+}
+
+impl<S> TaskService<S>
+where
+    S: Service<JsonRpcRequest, Response = JsonRpcResponse> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+{
+    fn tools_call(&mut self, req: JsonRpcRequest) -> ResponseFuture<S::Future, S::Error> {
+        let era = RequestEra::of(&req);
+        // 2025-11-25 task-augmented calls are not served yet: such calls run
+        // synchronously, and `params.task` is left for the inner service.
+        if !era.modern {
+            return ResponseFuture::passthrough(self.inner.call(req));
+        }
+        let name = req
+            .params_object()
+            .and_then(|p| p.get("name"))
+            .and_then(|n| n.as_str())
+            .unwrap_or_default();
+        let policy = self.shared.cfg.policy(name);
+        match (policy, era.tasks_declared) {
+            (TaskPolicy::Sync, _) | (TaskPolicy::Auto { .. }, false) => {
+                ResponseFuture::passthrough(self.inner.call(req))
+            }
+            (TaskPolicy::Task, false) => {
+                answer(JsonRpcResponse::error(req.id, missing_tasks_capability()))
+            }
+            (policy, true) => {
+                self.shared.ensure_reaper();
+                let owner = self.shared.owner_of(&req);
+                let call = ToolCall::from_request(&req, owner, Era::Modern);
+                let mut req = req;
+                req.extensions.insert(call.token.clone());
+                // The runner needs a service of its own to re-invoke the
+                // handler later; the ready one serves this call (see
+                // tower-service's "Be careful when cloning inner services").
+                let clone = self.inner.clone();
+                let fut = self.inner.call(req);
+                let shared = Arc::clone(&self.shared);
+                ResponseFuture::intercepted(Box::pin(shared.tools_call(clone, call, policy, fut)))
+            }
+        }
+    }
+
+    fn tasks(&mut self, req: JsonRpcRequest) -> ResponseFuture<S::Future, S::Error> {
+        let era = RequestEra::of(&req);
+        if !era.modern {
+            // The 2025-11-25 task methods are not served yet.
+            return answer(JsonRpcResponse::error(
+                req.id.clone(),
+                JsonRpcError::method_not_found(&req.method),
+            ));
+        }
+        match req.method.as_str() {
+            // Removed in 2026-07-28 (R10, R11).
+            "tasks/result" | "tasks/list" => {
+                return answer(JsonRpcResponse::error(
+                    req.id.clone(),
+                    JsonRpcError::method_not_found(&req.method),
+                ))
+            }
+            _ if !era.tasks_declared => {
+                return answer(JsonRpcResponse::error(req.id, missing_tasks_capability()))
+            }
+            _ => {}
+        }
+        self.shared.ensure_reaper();
+        let shared = Arc::clone(&self.shared);
+        match req.method.as_str() {
+            "tasks/get" => {
+                ResponseFuture::intercepted(Box::pin(
+                    async move { Ok(shared.tasks_get(req).await) },
+                ))
+            }
+            "tasks/update" => {
+                let svc = self.inner.clone();
+                ResponseFuture::intercepted(Box::pin(async move {
+                    Ok(shared.tasks_update(svc, req).await)
+                }))
+            }
+            _ => ResponseFuture::intercepted(Box::pin(async move {
+                Ok(shared.tasks_cancel(req, Era::Modern).await)
+            })),
+        }
+    }
+}

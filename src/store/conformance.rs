@@ -1,0 +1,276 @@
+//! The store conformance suite: one set of checks every [`TaskStore`] must
+//! pass, for this crate's backends and for third-party ones.
+//!
+//! Call [`run`] from a test with a function that makes an empty store:
+//!
+//! ```
+//! use mcp_task_layer::store::{conformance, MemoryStore};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! conformance::run(|| async { MemoryStore::new() }).await;
+//! # }
+//! ```
+//!
+//! Every check panics with a message naming the broken rule, like an
+//! `assert!` in a test.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use serde_json::json;
+
+use super::{Era, Error, TaskOutcome, TaskRecord, TaskStore};
+use crate::protocol::TaskStatus;
+
+const T0: i64 = 1_767_225_600_000; // 2026-01-01T00:00:00Z
+
+fn record(id: &str, owner: Option<&str>, created: i64, ttl: Option<u64>) -> TaskRecord {
+    TaskRecord::new(id, Era::Modern, "tool", json!({"a": 1}), created, ttl)
+        .with_owner(owner.map(str::to_owned))
+}
+
+/// Run every check, each on a fresh store from `make`.
+pub async fn run<S, F, Fut>(make: F)
+where
+    S: TaskStore,
+    F: Fn() -> Fut,
+    Fut: Future<Output = S>,
+{
+    create_then_get(make().await).await;
+    create_is_insert_if_absent(make().await).await;
+    replace_is_compare_and_set(make().await).await;
+    expired_records_are_hidden_and_reaped(make().await).await;
+    racing_replaces_have_one_winner(make().await).await;
+    list_is_per_owner_newest_first(make().await).await;
+}
+
+/// A created record reads back equal; an unknown id reads as `None`.
+pub async fn create_then_get<S: TaskStore>(store: S) {
+    let r = record("c1", Some("alice"), T0, Some(60_000));
+    store.create(r.clone()).await.expect("create");
+    let got = store
+        .get("c1", T0)
+        .await
+        .expect("get")
+        .expect("created record is readable");
+    assert_eq!(*got, r, "a record must read back exactly as created");
+    assert!(
+        store.get("nope", T0).await.expect("get").is_none(),
+        "unknown id must read as None"
+    );
+}
+
+/// `create` never overwrites.
+pub async fn create_is_insert_if_absent<S: TaskStore>(store: S) {
+    store
+        .create(record("dup", None, T0, None))
+        .await
+        .expect("create");
+    let mut other = record("dup", Some("mallory"), T0, None);
+    other.status = TaskStatus::Completed;
+    match store.create(other).await {
+        Err(Error::AlreadyExists) => {}
+        other => panic!("a second create of one id must be AlreadyExists, got {other:?}"),
+    }
+    let got = store.get("dup", T0).await.expect("get").expect("record");
+    assert_eq!(got.owner, None, "the first record must survive");
+    assert_eq!(got.status, TaskStatus::Working);
+}
+
+/// `replace` writes only over the expected version.
+pub async fn replace_is_compare_and_set<S: TaskStore>(store: S) {
+    let r = record("cas", None, T0, Some(60_000));
+    store.create(r.clone()).await.expect("create");
+    let mut next = r.next_version(T0 + 5);
+    next.status = TaskStatus::Completed;
+    next.outcome = Some(TaskOutcome::Result(
+        json!({"content": []})
+            .as_object()
+            .cloned()
+            .unwrap_or_default(),
+    ));
+    store
+        .replace(next.clone(), 1)
+        .await
+        .expect("replace at the right version");
+    let got = store
+        .get("cas", T0 + 5)
+        .await
+        .expect("get")
+        .expect("record");
+    assert_eq!(*got, next, "replace must store the whole new record");
+    assert_eq!(got.version, 2);
+
+    let mut stale = r.next_version(T0 + 6);
+    stale.status = TaskStatus::Failed;
+    match store.replace(stale, 1).await {
+        Err(Error::Conflict) => {}
+        other => panic!("a replace at a stale version must be Conflict, got {other:?}"),
+    }
+    assert_eq!(
+        store
+            .get("cas", T0 + 6)
+            .await
+            .expect("get")
+            .expect("record")
+            .status,
+        TaskStatus::Completed,
+        "a stale replace must change nothing"
+    );
+    match store.replace(record("ghost", None, T0, None), 0).await {
+        Err(Error::NotFound) => {}
+        other => panic!("replace of an unknown id must be NotFound, got {other:?}"),
+    }
+}
+
+/// Expired records read as absent, are reaped in bounded batches, and
+/// unlimited ones never expire.
+pub async fn expired_records_are_hidden_and_reaped<S: TaskStore>(store: S) {
+    for i in 0..5 {
+        store
+            .create(record(&format!("short{i}"), None, T0, Some(1_000)))
+            .await
+            .expect("create");
+    }
+    store
+        .create(record("long", None, T0, Some(10_000)))
+        .await
+        .expect("create");
+    store
+        .create(record("forever", None, T0, None))
+        .await
+        .expect("create");
+
+    assert!(
+        store.get("short0", T0 + 999).await.expect("get").is_some(),
+        "alive before its TTL"
+    );
+    assert!(
+        store
+            .get("short0", T0 + 1_000)
+            .await
+            .expect("get")
+            .is_none(),
+        "expired at createdAt+ttl"
+    );
+
+    let first = store.delete_expired(T0 + 1_000, 3).await.expect("reap");
+    assert_eq!(first.len(), 3, "reaping must respect its limit");
+    let rest = store.delete_expired(T0 + 1_000, 100).await.expect("reap");
+    assert_eq!(
+        rest.len(),
+        2,
+        "the second batch takes the remaining expired records"
+    );
+    let mut all: Vec<_> = first.into_iter().chain(rest).collect();
+    all.sort();
+    assert_eq!(all, ["short0", "short1", "short2", "short3", "short4"]);
+    assert!(store
+        .delete_expired(T0 + 1_000, 100)
+        .await
+        .expect("reap")
+        .is_empty());
+    assert!(store.get("long", T0 + 1_000).await.expect("get").is_some());
+    assert!(
+        store
+            .get("forever", i64::MAX / 2)
+            .await
+            .expect("get")
+            .is_some(),
+        "ttl None never expires"
+    );
+    assert_eq!(
+        store.delete_expired(T0 + 10_000, 100).await.expect("reap"),
+        ["long"]
+    );
+}
+
+/// Many writers racing on one version: exactly one wins.
+pub async fn racing_replaces_have_one_winner<S: TaskStore>(store: S) {
+    let store = Arc::new(store);
+    let r = record("race", None, T0, None);
+    store.create(r.clone()).await.expect("create");
+    let mut joins = Vec::new();
+    for i in 0..16 {
+        let store = Arc::clone(&store);
+        let mut next = r.next_version(T0 + 1);
+        next.status_message = Some(format!("writer {i}"));
+        joins.push(tokio::spawn(async move { store.replace(next, 1).await }));
+    }
+    let mut wins = 0;
+    for j in joins {
+        match j.await.expect("join") {
+            Ok(()) => wins += 1,
+            Err(Error::Conflict) => {}
+            Err(e) => panic!("a losing writer must get Conflict, got {e:?}"),
+        }
+    }
+    assert_eq!(wins, 1, "exactly one compare-and-set may win");
+}
+
+/// `list` returns one owner's records, newest first, paged by position.
+pub async fn list_is_per_owner_newest_first<S: TaskStore>(store: S) {
+    match store.list(None, None, 1, T0).await {
+        Err(Error::Unsupported(_)) => return,
+        Err(e) => panic!("list failed: {e:?}"),
+        Ok(_) => {}
+    }
+    for i in 0..5 {
+        store
+            .create(record(
+                &format!("a{i}"),
+                Some("alice"),
+                T0 + i,
+                Some(60_000),
+            ))
+            .await
+            .expect("create");
+    }
+    store
+        .create(record("b0", Some("bob"), T0 + 2, None))
+        .await
+        .expect("create");
+    let page = store
+        .list(Some("alice"), None, 2, T0 + 10)
+        .await
+        .expect("list");
+    let ids: Vec<_> = page.iter().map(|r| r.id.as_str()).collect();
+    assert_eq!(ids, ["a4", "a3"], "newest first, one page");
+    let last = page.last().expect("page");
+    let page2 = store
+        .list(
+            Some("alice"),
+            Some((last.created_at_ms, &last.id)),
+            10,
+            T0 + 10,
+        )
+        .await
+        .expect("list");
+    let ids: Vec<_> = page2.iter().map(|r| r.id.as_str()).collect();
+    assert_eq!(
+        ids,
+        ["a2", "a1", "a0"],
+        "the next page continues after the cursor"
+    );
+    let bob = store
+        .list(Some("bob"), None, 10, T0 + 10)
+        .await
+        .expect("list");
+    assert_eq!(bob.len(), 1, "another owner's records never appear");
+    assert!(store
+        .list(Some("carol"), None, 10, T0)
+        .await
+        .expect("list")
+        .is_empty());
+    let expired = store
+        .list(Some("alice"), None, 10, T0 + 60_003)
+        .await
+        .expect("list");
+    let ids: Vec<_> = expired.iter().map(|r| r.id.as_str()).collect();
+    assert_eq!(
+        ids,
+        ["a4", "a3"],
+        "expired records are hidden from listings"
+    );
+}

@@ -1,0 +1,303 @@
+//! Where tasks live: the [`TaskStore`] trait, its record and errors, and the
+//! conformance suite every backend must pass.
+//!
+//! Stores are small and dumb on purpose. They keep [`TaskRecord`]s and offer
+//! a handful of typed primitives, every write a compare-and-set on the
+//! record's `version`. The state machine, the key rules, bounds and the era
+//! logic live once, in the layer.
+//!
+//! # Implementing a store
+//!
+//! - [`create`](TaskStore::create) inserts only if the id is absent.
+//! - [`get`](TaskStore::get) hides records whose TTL has run out at `now_ms`.
+//! - [`replace`](TaskStore::replace) writes a record only if the stored one
+//!   still has `expected_version`; the new record carries
+//!   `expected_version + 1`.
+//! - [`delete_expired`](TaskStore::delete_expired) removes at most `limit`
+//!   expired records and returns their ids; it must be cheap when nothing has
+//!   expired and safe to run from several places at once.
+//!
+//! A [`TaskRecord`] serializes with serde, so a backend may keep it as one
+//! blob next to the few columns it indexes (`id`, `owner`, `status`,
+//! [`expires_at_ms`](TaskRecord::expires_at_ms), `version`). Run
+//! [`conformance::run`] against your store in a test.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::jsonrpc::JsonRpcError;
+use crate::protocol::{InputRequest, InputResponses, TaskStatus};
+
+pub mod conformance;
+mod memory;
+
+pub use memory::MemoryStore;
+
+/// A boxed, `Send` future: what the object-safe [`TaskStore`] methods return.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// A boxed error source.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The result of a store operation.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// What can go wrong in a store.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// `create` found a record with the same id.
+    AlreadyExists,
+    /// `replace` found no record with that id.
+    NotFound,
+    /// `replace` found a record whose version was not the expected one.
+    Conflict,
+    /// The store does not offer this operation.
+    Unsupported(&'static str),
+    /// A record could not be encoded.
+    Encode(BoxError),
+    /// A stored record could not be decoded.
+    Decode(BoxError),
+    /// The backend failed.
+    Backend(BoxError),
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::AlreadyExists => f.write_str("a task with this id already exists"),
+            Error::NotFound => f.write_str("no such task"),
+            Error::Conflict => f.write_str("the task changed concurrently"),
+            Error::Unsupported(what) => write!(f, "the store does not support {what}"),
+            Error::Encode(e) => write!(f, "cannot encode a task record: {e}"),
+            Error::Decode(e) => write!(f, "cannot decode a task record: {e}"),
+            Error::Backend(e) => write!(f, "task store failure: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Encode(e) | Error::Decode(e) | Error::Backend(e) => Some(&**e),
+            _ => None,
+        }
+    }
+}
+
+/// Which protocol era created a task; wire shapes follow it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Era {
+    /// The 2026-07-28 tasks extension (`io.modelcontextprotocol/tasks`).
+    Modern,
+    /// The 2025-11-25 experimental tasks.
+    Legacy,
+}
+
+/// An input request the task is waiting on, under its task-unique key.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PendingInput {
+    /// The key the inner service used; answers are handed back under it.
+    pub inner_key: String,
+    /// The request as the client sees it.
+    pub request: InputRequest,
+}
+
+/// How a task ended.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum TaskOutcome {
+    /// The inner service returned this result object.
+    Result(Map<String, Value>),
+    /// The inner service returned this JSON-RPC error.
+    Error(JsonRpcError),
+}
+
+/// Everything stored about one task.
+///
+/// The layer builds and changes records; a store only keeps them. Fields
+/// needed only to resume the handler (arguments, `_meta`, answers, request
+/// state) are cleared when the task ends.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct TaskRecord {
+    /// Task id: at least 128 random bits.
+    pub id: String,
+    /// The owner key the task is bound to, if the caller had one.
+    pub owner: Option<String>,
+    /// The era of the request that created the task.
+    pub era: Era,
+    /// Current status.
+    pub status: TaskStatus,
+    /// Note on the current status.
+    pub status_message: Option<String>,
+    /// Creation time, Unix milliseconds.
+    pub created_at_ms: i64,
+    /// Time of the last change, Unix milliseconds; never goes backwards.
+    pub updated_at_ms: i64,
+    /// Lifetime from creation in milliseconds; `None` is unlimited.
+    pub ttl_ms: Option<u64>,
+    /// Suggested polling interval in milliseconds.
+    pub poll_interval_ms: Option<u64>,
+    /// Compare-and-set version; every write increments it by one.
+    pub version: u64,
+    /// The tool being run.
+    pub tool_name: String,
+    /// The original arguments, unchanged.
+    pub arguments: Value,
+    /// The original request `_meta`.
+    pub meta: Option<Value>,
+    /// The latest MRTR `requestState` the handler returned; never shown to
+    /// clients.
+    pub request_state: Option<String>,
+    /// How many times the handler has been resumed.
+    pub round: u32,
+    /// Outstanding input requests by their task-unique key.
+    pub input_requests: BTreeMap<String, PendingInput>,
+    /// Every key ever shown to the client for this task.
+    pub issued_keys: BTreeSet<String>,
+    /// Every answer so far, keyed by the handler's own keys.
+    pub input_responses: InputResponses,
+    /// How the task ended, once terminal (`cancelled` has none).
+    pub outcome: Option<TaskOutcome>,
+    /// Whether a client asked to cancel.
+    pub cancel_requested: bool,
+}
+
+impl TaskRecord {
+    /// A new `working` record at version 1.
+    pub fn new(
+        id: impl Into<String>,
+        era: Era,
+        tool_name: impl Into<String>,
+        arguments: Value,
+        now_ms: i64,
+        ttl_ms: Option<u64>,
+    ) -> Self {
+        TaskRecord {
+            id: id.into(),
+            owner: None,
+            era,
+            status: TaskStatus::Working,
+            status_message: None,
+            created_at_ms: now_ms,
+            updated_at_ms: now_ms,
+            ttl_ms,
+            poll_interval_ms: None,
+            version: 1,
+            tool_name: tool_name.into(),
+            arguments,
+            meta: None,
+            request_state: None,
+            round: 0,
+            input_requests: BTreeMap::new(),
+            issued_keys: BTreeSet::new(),
+            input_responses: InputResponses::new(),
+            outcome: None,
+            cancel_requested: false,
+        }
+    }
+
+    /// Bind the record to an owner.
+    #[must_use]
+    pub fn with_owner(mut self, owner: Option<String>) -> Self {
+        self.owner = owner;
+        self
+    }
+
+    /// When the record expires (Unix milliseconds), if it ever does.
+    pub fn expires_at_ms(&self) -> Option<i64> {
+        self.ttl_ms.map(|ttl| {
+            self.created_at_ms
+                .saturating_add(i64::try_from(ttl).unwrap_or(i64::MAX))
+        })
+    }
+
+    /// Whether the record has expired at `now_ms`.
+    pub fn is_expired(&self, now_ms: i64) -> bool {
+        self.expires_at_ms().is_some_and(|at| at <= now_ms)
+    }
+
+    /// A copy prepared as the next version: `version + 1` and
+    /// `updated_at_ms` moved to `now_ms` (never backwards).
+    pub fn next_version(&self, now_ms: i64) -> TaskRecord {
+        let mut next = self.clone();
+        next.version = self.version + 1;
+        next.updated_at_ms = self.updated_at_ms.max(now_ms);
+        next
+    }
+}
+
+/// A pluggable task store. Object-safe, so the layer holds an
+/// `Arc<dyn TaskStore>`; see the [module docs](self) for the contract.
+pub trait TaskStore: fmt::Debug + Send + Sync + 'static {
+    /// Insert `record` if no record has its id; otherwise
+    /// [`Error::AlreadyExists`].
+    fn create(&self, record: TaskRecord) -> BoxFuture<'_, Result<()>>;
+
+    /// The record with `id`, unless it is absent or expired at `now_ms`.
+    fn get<'a>(
+        &'a self,
+        id: &'a str,
+        now_ms: i64,
+    ) -> BoxFuture<'a, Result<Option<Arc<TaskRecord>>>>;
+
+    /// Replace the record with `record.id` by `record` if the stored version
+    /// is `expected_version`: [`Error::Conflict`] if it is not,
+    /// [`Error::NotFound`] if there is no such record.
+    fn replace(&self, record: TaskRecord, expected_version: u64) -> BoxFuture<'_, Result<()>>;
+
+    /// Delete at most `limit` records expired at `now_ms`; their ids.
+    fn delete_expired(&self, now_ms: i64, limit: usize) -> BoxFuture<'_, Result<Vec<String>>>;
+
+    /// At most `limit` records of `owner`, newest first, strictly older than
+    /// the `(created_at_ms, id)` position `after`, hiding expired ones. Used
+    /// by the 2025-11-25 `tasks/list`; optional.
+    fn list<'a>(
+        &'a self,
+        owner: Option<&'a str>,
+        after: Option<(i64, &'a str)>,
+        limit: usize,
+        now_ms: i64,
+    ) -> BoxFuture<'a, Result<Vec<Arc<TaskRecord>>>> {
+        let _ = (owner, after, limit, now_ms);
+        Box::pin(std::future::ready(Err(Error::Unsupported("listing tasks"))))
+    }
+}
+
+impl<T: TaskStore + ?Sized> TaskStore for Arc<T> {
+    fn create(&self, record: TaskRecord) -> BoxFuture<'_, Result<()>> {
+        (**self).create(record)
+    }
+    fn get<'a>(
+        &'a self,
+        id: &'a str,
+        now_ms: i64,
+    ) -> BoxFuture<'a, Result<Option<Arc<TaskRecord>>>> {
+        (**self).get(id, now_ms)
+    }
+    fn replace(&self, record: TaskRecord, expected_version: u64) -> BoxFuture<'_, Result<()>> {
+        (**self).replace(record, expected_version)
+    }
+    fn delete_expired(&self, now_ms: i64, limit: usize) -> BoxFuture<'_, Result<Vec<String>>> {
+        (**self).delete_expired(now_ms, limit)
+    }
+    fn list<'a>(
+        &'a self,
+        owner: Option<&'a str>,
+        after: Option<(i64, &'a str)>,
+        limit: usize,
+        now_ms: i64,
+    ) -> BoxFuture<'a, Result<Vec<Arc<TaskRecord>>>> {
+        (**self).list(owner, after, limit, now_ms)
+    }
+}
