@@ -68,6 +68,9 @@
 pub mod client;
 mod context;
 mod future;
+#[cfg(feature = "axum")]
+#[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
+mod http;
 pub mod jsonrpc;
 mod layer;
 pub mod protocol;
@@ -75,6 +78,9 @@ mod runtime;
 mod service;
 pub mod store;
 
+#[cfg(feature = "axum")]
+#[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
+pub use self::http::{McpEndpoint, DEFAULT_BODY_LIMIT};
 pub use client::{resolve_poll_interval, TaskPollDecision};
 pub use context::{TaskId, TaskOwner, TaskResumeContext};
 pub use future::ResponseFuture;
