@@ -264,7 +264,7 @@ pub async fn list_is_per_owner_newest_first<S: TaskStore>(store: S) {
         .expect("list")
         .is_empty());
     let expired = store
-        .list(Some("alice"), None, 10, T0 + 60_003)
+        .list(Some("alice"), None, 10, T0 + 60_002)
         .await
         .expect("list");
     let ids: Vec<_> = expired.iter().map(|r| r.id.as_str()).collect();
