@@ -1,1 +1,418 @@
-fn main() {}
+//! A demo MCP server with durable tasks, over Streamable HTTP.
+//!
+//! ```text
+//! cargo run --release --features axum --example server -- --port 3001
+//! ```
+//!
+//! It binds 127.0.0.1 only and prints `listening on http://127.0.0.1:PORT/mcp`
+//! once it accepts connections (`--port 0` picks a free port). Set `RUST_LOG`
+//! (for example `RUST_LOG=mcp_task_layer=info`) for logs on stderr.
+//!
+//! The inner MCP server below knows nothing about tasks: it answers
+//! `tools/call` with a result, an error, or an MRTR `input_required` result,
+//! and stops when the [`CancellationToken`] in the request extensions fires.
+//! [`TaskLayer`] decides which calls become tasks and serves `tasks/*`;
+//! [`McpEndpoint`] puts it on HTTP. Its tools are the fixtures of the
+//! `tasks-*` scenarios of `@modelcontextprotocol/conformance`:
+//!
+//! | Tool | Policy | Does |
+//! |---|---|---|
+//! | `greet {name}` | sync | `Hello, {name}!` |
+//! | `slow_compute {seconds, label}` | task if it takes over 100 ms | sleeps, cancellable |
+//! | `failing_job {}` | task | a tool error (`isError`) after a second |
+//! | `protocol_error_job {}` | task | a JSON-RPC error, so the task fails |
+//! | `confirm_delete {filename}` | task | asks to confirm, then "deletes" |
+//! | `multi_input {}` | task | asks two questions at once |
+//! | `test_tool_with_task {}` | task | asks for a name first (plain MRTR), then runs as a task |
+//!
+//! Demo identity: a request with `Authorization: Bearer <token>` has its
+//! tasks bound to that token, taken unverified as the caller's name, so
+//! another caller cannot see them. A real server verifies the token in an
+//! auth layer and binds tasks to the verified subject, never to a raw secret.
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::http::header::AUTHORIZATION;
+use axum::http::request::Parts;
+use axum::http::Extensions;
+use mcp_task_layer::jsonrpc::code;
+use mcp_task_layer::protocol::META_PROTOCOL_VERSION;
+use mcp_task_layer::{
+    CancellationToken, JsonRpcError, JsonRpcRequest, JsonRpcResponse, McpEndpoint, MemoryStore,
+    TaskLayer, TaskOwner, TaskPolicy,
+};
+use serde_json::{json, Map, Value};
+use tower::ServiceBuilder;
+
+const SERVER_NAME: &str = "mcp-task-layer-demo";
+/// Protocol versions this server speaks: the stateless 2026-07-28 wire, and
+/// `initialize` for 2025-11-25 clients (whose tasks it does not serve).
+const SUPPORTED_VERSIONS: [&str; 2] = ["2026-07-28", "2025-11-25"];
+
+#[tokio::main]
+async fn main() {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_writer(std::io::stderr)
+        .init();
+    let port = match parse_port(std::env::args().skip(1)) {
+        Ok(port) => port,
+        Err(message) => {
+            eprintln!("{message}\nusage: server [--port PORT]");
+            std::process::exit(2);
+        }
+    };
+
+    let tasks = TaskLayer::new(MemoryStore::new())
+        .with_tool_policies([
+            ("greet", TaskPolicy::Sync),
+            (
+                "slow_compute",
+                TaskPolicy::Auto {
+                    within: Duration::from_millis(100),
+                },
+            ),
+            ("failing_job", TaskPolicy::Task),
+            ("protocol_error_job", TaskPolicy::Task),
+            ("confirm_delete", TaskPolicy::Task),
+            ("multi_input", TaskPolicy::Task),
+            ("test_tool_with_task", TaskPolicy::Task),
+        ])
+        .with_poll_interval(Duration::from_millis(250));
+    let service = ServiceBuilder::new().layer(tasks).service_fn(mcp_server);
+    let app = McpEndpoint::new(service)
+        .with_identity(bearer_identity)
+        .into_router("/mcp");
+
+    let listener = match tokio::net::TcpListener::bind(("127.0.0.1", port)).await {
+        Ok(listener) => listener,
+        Err(e) => {
+            eprintln!("cannot listen on 127.0.0.1:{port}: {e}");
+            std::process::exit(1);
+        }
+    };
+    let port = listener.local_addr().map_or(port, |a| a.port());
+    println!("listening on http://127.0.0.1:{port}/mcp");
+    let shutdown = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    if let Err(e) = axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown)
+        .await
+    {
+        eprintln!("server error: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn parse_port(mut args: impl Iterator<Item = String>) -> Result<u16, String> {
+    let mut port = 3001;
+    while let Some(arg) = args.next() {
+        let value = match arg.strip_prefix("--port=") {
+            Some(v) => v.to_owned(),
+            None if arg == "--port" => args.next().ok_or("--port needs a value")?,
+            None => return Err(format!("unknown argument {arg:?}")),
+        };
+        port = value
+            .parse()
+            .map_err(|_| format!("invalid port {value:?}"))?;
+    }
+    Ok(port)
+}
+
+/// Demo identity: `Authorization: Bearer <token>` makes `<token>` the owner
+/// of the caller's tasks. Unverified; see the module docs.
+fn bearer_identity(parts: &Parts, extensions: &mut Extensions) {
+    let token = parts
+        .headers
+        .get(AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, token)| token.trim())
+        .filter(|token| !token.is_empty());
+    if let Some(token) = token {
+        extensions.insert(TaskOwner::new(format!("bearer:{token}")));
+    }
+}
+
+// ----- the MCP server: no task logic below this line -----
+
+async fn mcp_server(req: JsonRpcRequest) -> Result<JsonRpcResponse, Infallible> {
+    let id = req.id.clone();
+    // 2026-07-28 requests carry their version in `_meta`; that era has no
+    // `initialize` or `ping`.
+    let modern = req
+        .meta()
+        .is_some_and(|m| m.contains_key(META_PROTOCOL_VERSION));
+    let outcome = match check_version(&req) {
+        Err(e) => Err(e),
+        Ok(()) => match req.method.as_str() {
+            "server/discover" => Ok(discover()),
+            "initialize" if !modern => Ok(initialize()),
+            "ping" if !modern => Ok(json!({ "resultType": "complete" })),
+            "tools/list" => Ok(tools_list()),
+            "tools/call" => call_tool(&req).await,
+            method => Err(JsonRpcError::method_not_found(method)),
+        },
+    };
+    Ok(match outcome {
+        Ok(result) => JsonRpcResponse::result(id, result),
+        Err(error) => JsonRpcResponse::error(id, error),
+    })
+}
+
+/// `-32022` for a 2026-07-28-style request in a version this server lacks.
+fn check_version(req: &JsonRpcRequest) -> Result<(), JsonRpcError> {
+    let requested = req.meta().and_then(|m| m.get(META_PROTOCOL_VERSION));
+    match requested {
+        Some(Value::String(v)) if SUPPORTED_VERSIONS.contains(&v.as_str()) => Ok(()),
+        None => Ok(()),
+        Some(other) => Err(JsonRpcError::new(
+            code::UNSUPPORTED_PROTOCOL_VERSION,
+            "Unsupported protocol version",
+        )
+        .with_data(json!({
+            "supported": SUPPORTED_VERSIONS,
+            "requested": other.as_str().map_or_else(|| other.to_string(), str::to_owned),
+        }))),
+    }
+}
+
+fn server_info() -> Value {
+    json!({ "name": SERVER_NAME, "version": env!("CARGO_PKG_VERSION") })
+}
+
+fn discover() -> Value {
+    // TaskLayer adds `capabilities.extensions["io.modelcontextprotocol/tasks"]`.
+    json!({
+        "resultType": "complete",
+        "supportedVersions": SUPPORTED_VERSIONS,
+        "capabilities": { "tools": {} },
+        "instructions": "Demo server: tools that run as durable tasks.",
+        "cacheScope": "public",
+        "ttlMs": 0,
+        "_meta": { "io.modelcontextprotocol/serverInfo": server_info() }
+    })
+}
+
+fn initialize() -> Value {
+    json!({
+        "resultType": "complete",
+        "protocolVersion": "2025-11-25",
+        "capabilities": { "tools": {} },
+        "serverInfo": server_info()
+    })
+}
+
+fn tools_list() -> Value {
+    let tool = |name: &str, description: &str, properties: Value, task_support: &str| {
+        json!({
+            "name": name,
+            "description": description,
+            "inputSchema": { "type": "object", "properties": properties },
+            "execution": { "taskSupport": task_support }
+        })
+    };
+    json!({
+        "resultType": "complete",
+        "tools": [
+            tool("greet", "Says hello.", json!({ "name": { "type": "string" } }), "forbidden"),
+            tool(
+                "slow_compute",
+                "Sleeps for `seconds`; runs as a task when that takes a while.",
+                json!({ "seconds": { "type": "number" }, "label": { "type": "string" } }),
+                "optional",
+            ),
+            tool("failing_job", "Fails with a tool error after a second.", json!({}), "required"),
+            tool("protocol_error_job", "Fails with a protocol error.", json!({}), "required"),
+            tool(
+                "confirm_delete",
+                "Asks for confirmation, then deletes a (pretend) file.",
+                json!({ "filename": { "type": "string" } }),
+                "required",
+            ),
+            tool("multi_input", "Asks two questions at once.", json!({}), "required"),
+            tool(
+                "test_tool_with_task",
+                "Asks for a name, then greets as a task.",
+                json!({}),
+                "required",
+            ),
+        ],
+        "cacheScope": "public",
+        "ttlMs": 0
+    })
+}
+
+fn text(text: impl Into<String>) -> Value {
+    json!({ "resultType": "complete", "content": [{ "type": "text", "text": text.into() }] })
+}
+
+fn tool_error(text: impl Into<String>) -> Value {
+    json!({
+        "resultType": "complete",
+        "isError": true,
+        "content": [{ "type": "text", "text": text.into() }]
+    })
+}
+
+/// A form elicitation asking for one property.
+fn ask(message: &str, property: &str, kind: &str) -> Value {
+    json!({
+        "method": "elicitation/create",
+        "params": {
+            "mode": "form",
+            "message": message,
+            "requestedSchema": {
+                "type": "object",
+                "properties": { property: { "type": kind } },
+                "required": [property]
+            }
+        }
+    })
+}
+
+fn input_required(requests: Map<String, Value>) -> Value {
+    json!({ "resultType": "input_required", "inputRequests": requests })
+}
+
+/// What the client answered under `key`, if it answered.
+enum Answer<'a> {
+    Missing,
+    Accepted(&'a Map<String, Value>),
+    Refused,
+}
+
+fn answer<'a>(answers: Option<&'a Map<String, Value>>, key: &str) -> Answer<'a> {
+    let Some(response) = answers.and_then(|a| a.get(key)) else {
+        return Answer::Missing;
+    };
+    match (
+        response.get("action").and_then(Value::as_str),
+        response.get("content").and_then(Value::as_object),
+    ) {
+        (Some("accept"), Some(content)) => Answer::Accepted(content),
+        _ => Answer::Refused,
+    }
+}
+
+/// Sleep, unless the task is cancelled first.
+async fn work(duration: Duration, cancel: &CancellationToken) -> Result<(), JsonRpcError> {
+    tokio::select! {
+        () = tokio::time::sleep(duration) => Ok(()),
+        () = cancel.cancelled() => Err(JsonRpcError::internal("cancelled")),
+    }
+}
+
+async fn call_tool(req: &JsonRpcRequest) -> Result<Value, JsonRpcError> {
+    let params = req.params_object();
+    let name = params
+        .and_then(|p| p.get("name"))
+        .and_then(Value::as_str)
+        .ok_or_else(|| JsonRpcError::invalid_params("missing tool name"))?;
+    let empty = Map::new();
+    let args = params
+        .and_then(|p| p.get("arguments"))
+        .and_then(Value::as_object)
+        .unwrap_or(&empty);
+    let arg = |key: &str| args.get(key).and_then(Value::as_str);
+    // Every answer so far: from the client's retry of a plain MRTR result,
+    // or accumulated by TaskLayer when it resumes a task.
+    let answers = params
+        .and_then(|p| p.get("inputResponses"))
+        .and_then(Value::as_object);
+    // TaskLayer puts the task's token here; calls it lets through get none.
+    let cancel = req
+        .extensions
+        .get::<CancellationToken>()
+        .cloned()
+        .unwrap_or_default();
+
+    match name {
+        "greet" => Ok(match arg("name") {
+            Some(name) => text(format!("Hello, {name}!")),
+            None => tool_error("greet needs a string `name`"),
+        }),
+        "slow_compute" => {
+            let seconds = args.get("seconds").and_then(Value::as_f64).unwrap_or(0.0);
+            let seconds = if seconds.is_finite() {
+                seconds.clamp(0.0, 3600.0)
+            } else {
+                0.0
+            };
+            work(Duration::from_secs_f64(seconds), &cancel).await?;
+            Ok(text(format!(
+                "computed {} in {seconds}s",
+                arg("label").unwrap_or("(no label)")
+            )))
+        }
+        "failing_job" => {
+            work(Duration::from_secs(1), &cancel).await?;
+            Ok(tool_error("failing_job failed, as it always does"))
+        }
+        "protocol_error_job" => {
+            work(Duration::from_millis(100), &cancel).await?;
+            Err(JsonRpcError::internal(
+                "protocol_error_job hit a (simulated) protocol failure",
+            ))
+        }
+        "confirm_delete" => {
+            let filename = arg("filename").unwrap_or("(unnamed)");
+            // Look the file up first; the task exists by the time we ask.
+            work(Duration::from_millis(50), &cancel).await?;
+            Ok(match answer(answers, "confirm") {
+                Answer::Missing => {
+                    let mut requests = Map::new();
+                    let question = format!("Delete {filename}?");
+                    requests.insert("confirm".into(), ask(&question, "confirm", "boolean"));
+                    input_required(requests)
+                }
+                Answer::Accepted(c) if c.get("confirm") == Some(&Value::Bool(true)) => {
+                    text(format!("Deleted {filename}."))
+                }
+                _ => text(format!("Kept {filename}.")),
+            })
+        }
+        "multi_input" => {
+            work(Duration::from_millis(50), &cancel).await?;
+            let name = answer(answers, "name");
+            let confirm = answer(answers, "confirm");
+            let mut requests = Map::new();
+            if matches!(name, Answer::Missing) {
+                requests.insert("name".into(), ask("Your name?", "name", "string"));
+            }
+            if matches!(confirm, Answer::Missing) {
+                requests.insert("confirm".into(), ask("Proceed?", "confirm", "boolean"));
+            }
+            if !requests.is_empty() {
+                return Ok(input_required(requests));
+            }
+            let name = match name {
+                Answer::Accepted(c) => c.get("name").and_then(Value::as_str).unwrap_or("friend"),
+                _ => "friend",
+            };
+            let proceed = matches!(confirm, Answer::Accepted(c) if c.get("confirm") == Some(&Value::Bool(true)));
+            Ok(text(format!("Thanks, {name}; proceed: {proceed}.")))
+        }
+        "test_tool_with_task" => match answer(answers, "user_name") {
+            // Ask at once, so the question goes back as a plain MRTR result
+            // before any task exists.
+            Answer::Missing => {
+                let mut requests = Map::new();
+                requests.insert("user_name".into(), ask("Your name?", "name", "string"));
+                Ok(input_required(requests))
+            }
+            Answer::Accepted(c) => {
+                let name = c.get("name").and_then(Value::as_str).unwrap_or("friend");
+                work(Duration::from_millis(200), &cancel).await?;
+                Ok(text(format!("Hello, {name}! Your task is done.")))
+            }
+            Answer::Refused => Ok(text("No name given; nothing to do.")),
+        },
+        other => Err(JsonRpcError::invalid_params(format!(
+            "unknown tool {other:?}"
+        ))),
+    }
+}
