@@ -7,18 +7,23 @@ use std::time::Duration;
 
 use common::meta;
 use mcp_task_layer::{
-    CancellationToken, JsonRpcRequest, JsonRpcResponse, TaskId, TaskLayer, TaskPolicy, TaskResumeContext,
+    CancellationToken, JsonRpcRequest, JsonRpcResponse, TaskId, TaskLayer, TaskPolicy,
+    TaskResumeContext,
 };
 use serde_json::{json, Value};
 use tokio_test::{assert_pending, assert_ready_ok};
 use tower::ServiceExt;
 use tower_test::mock;
 
-
 fn layer() -> TaskLayer {
     TaskLayer::default()
         .with_tool_policy("job", TaskPolicy::Task)
-        .with_tool_policy("maybe", TaskPolicy::Auto { within: Duration::from_millis(50) })
+        .with_tool_policy(
+            "maybe",
+            TaskPolicy::Auto {
+                within: Duration::from_millis(50),
+            },
+        )
 }
 
 fn req(id: i64, method: &str, mut params: Value, tasks: bool) -> JsonRpcRequest {
@@ -27,7 +32,10 @@ fn req(id: i64, method: &str, mut params: Value, tasks: bool) -> JsonRpcRequest 
 }
 
 fn text(id: Option<mcp_task_layer::RequestId>, s: &str) -> JsonRpcResponse {
-    JsonRpcResponse::result(id, json!({"resultType": "complete", "content": [{"type": "text", "text": s}]}))
+    JsonRpcResponse::result(
+        id,
+        json!({"resultType": "complete", "content": [{"type": "text", "text": s}]}),
+    )
 }
 
 /// Run `request` through a fresh clone of the service on its own task.
@@ -46,30 +54,55 @@ async fn passthrough_reaches_the_inner_service_untouched() {
     let mut request = req(7, "resources/read", json!({"uri": "file:///x"}), true);
     request.extensions.insert(42u32);
     let fut = svc.call(request);
-    let (got, send) = handle.next_request().await.expect("the request reaches the inner service");
+    let (got, send) = handle
+        .next_request()
+        .await
+        .expect("the request reaches the inner service");
     assert_eq!(got.method, "resources/read");
     assert_eq!(got.id, Some(7.into()));
     assert_eq!(got.params.as_ref().unwrap()["uri"], "file:///x");
-    assert_eq!(got.extensions.get::<u32>(), Some(&42), "extensions travel through");
+    assert_eq!(
+        got.extensions.get::<u32>(),
+        Some(&42),
+        "extensions travel through"
+    );
     send.send_response(text(got.id.clone(), "contents"));
     let resp = fut.await.unwrap();
-    assert_eq!(resp, text(Some(7.into()), "contents"), "the response comes back unchanged");
+    assert_eq!(
+        resp,
+        text(Some(7.into()), "contents"),
+        "the response comes back unchanged"
+    );
 }
 
 #[tokio::test(start_paused = true)]
 async fn tasks_methods_never_reach_the_inner_service() {
     let (mut svc, mut handle) = mock::spawn_layer::<JsonRpcRequest, JsonRpcResponse, _>(layer());
-    for (i, method) in ["tasks/get", "tasks/update", "tasks/cancel", "tasks/result", "tasks/list"]
-        .into_iter()
-        .enumerate()
+    for (i, method) in [
+        "tasks/get",
+        "tasks/update",
+        "tasks/cancel",
+        "tasks/result",
+        "tasks/list",
+    ]
+    .into_iter()
+    .enumerate()
     {
         for tasks in [true, false] {
             assert_ready_ok!(svc.poll_ready());
             let resp = svc
-                .call(req(i as i64, method, json!({"taskId": "t", "inputResponses": {}}), tasks))
+                .call(req(
+                    i as i64,
+                    method,
+                    json!({"taskId": "t", "inputResponses": {}}),
+                    tasks,
+                ))
                 .await
                 .unwrap();
-            assert!(resp.error_value().is_some(), "{method}: answered by the layer");
+            assert!(
+                resp.error_value().is_some(),
+                "{method}: answered by the layer"
+            );
             assert_pending!(handle.poll_request());
         }
     }
@@ -93,18 +126,43 @@ async fn backpressure_and_errors_of_the_inner_service_propagate() {
 async fn sync_tool_calls_pass_through_and_task_calls_get_a_token() {
     let (mut svc, mut handle) = mock::spawn_layer::<JsonRpcRequest, JsonRpcResponse, _>(layer());
     assert_ready_ok!(svc.poll_ready());
-    let fut = svc.call(req(1, "tools/call", json!({"name": "plain", "arguments": {}}), true));
+    let fut = svc.call(req(
+        1,
+        "tools/call",
+        json!({"name": "plain", "arguments": {}}),
+        true,
+    ));
     let (got, send) = handle.next_request().await.unwrap();
-    assert!(got.extensions.get::<CancellationToken>().is_none(), "sync calls are untouched");
+    assert!(
+        got.extensions.get::<CancellationToken>().is_none(),
+        "sync calls are untouched"
+    );
     send.send_response(text(got.id.clone(), "ok"));
-    assert_eq!(fut.await.unwrap().result_value().unwrap()["resultType"], "complete");
+    assert_eq!(
+        fut.await.unwrap().result_value().unwrap()["resultType"],
+        "complete"
+    );
 
-    let call = spawn_call(&svc, req(2, "tools/call", json!({"name": "job", "arguments": {"n": 1}}), true));
+    let call = spawn_call(
+        &svc,
+        req(
+            2,
+            "tools/call",
+            json!({"name": "job", "arguments": {"n": 1}}),
+            true,
+        ),
+    );
     let (got, send) = handle.next_request().await.unwrap();
-    assert!(got.extensions.get::<CancellationToken>().is_some(), "a task's handler gets its token");
+    assert!(
+        got.extensions.get::<CancellationToken>().is_some(),
+        "a task's handler gets its token"
+    );
     let created = call.await.unwrap();
     let body = created.result_value().unwrap();
-    assert_eq!(body["resultType"], "task", "the task exists while the handler still runs");
+    assert_eq!(
+        body["resultType"], "task",
+        "the task exists while the handler still runs"
+    );
     let task_id = body["taskId"].as_str().unwrap().to_owned();
     send.send_response(text(got.id.clone(), "finished"));
 
@@ -126,9 +184,20 @@ async fn sync_tool_calls_pass_through_and_task_calls_get_a_token() {
 #[tokio::test(start_paused = true)]
 async fn resume_reaches_the_inner_service_once_with_its_context() {
     let (svc, mut handle) = mock::spawn_layer::<JsonRpcRequest, JsonRpcResponse, _>(layer());
-    let call = spawn_call(&svc, req(1, "tools/call", json!({"name": "job", "arguments": {"n": 1}}), true));
+    let call = spawn_call(
+        &svc,
+        req(
+            1,
+            "tools/call",
+            json!({"name": "job", "arguments": {"n": 1}}),
+            true,
+        ),
+    );
     let (first, send) = handle.next_request().await.unwrap();
-    let task_id = call.await.unwrap().result_value().unwrap()["taskId"].as_str().unwrap().to_owned();
+    let task_id = call.await.unwrap().result_value().unwrap()["taskId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     send.send_response(JsonRpcResponse::result(
         first.id.clone(),
         json!({"resultType": "input_required",
@@ -138,7 +207,12 @@ async fn resume_reaches_the_inner_service_once_with_its_context() {
     // Wait for input_required.
     let get = req(2, "tasks/get", json!({"taskId": task_id}), true);
     loop {
-        let body = spawn_call(&svc, get.clone()).await.unwrap().result_value().unwrap().clone();
+        let body = spawn_call(&svc, get.clone())
+            .await
+            .unwrap()
+            .result_value()
+            .unwrap()
+            .clone();
         if body["status"] == "input_required" {
             break;
         }
@@ -154,7 +228,10 @@ async fn resume_reaches_the_inner_service_once_with_its_context() {
         })
         .collect();
     for u in updates {
-        assert_eq!(u.await.unwrap().result_value().unwrap(), &json!({"resultType": "complete"}));
+        assert_eq!(
+            u.await.unwrap().result_value().unwrap(),
+            &json!({"resultType": "complete"})
+        );
     }
     let (resumed, send) = handle.next_request().await.unwrap();
     assert_eq!(resumed.method, "tools/call");
@@ -164,7 +241,10 @@ async fn resume_reaches_the_inner_service_once_with_its_context() {
     assert_eq!(p["requestState"], "opaque");
     assert_eq!(p["inputResponses"]["ok"]["action"], "accept");
     assert_ne!(resumed.id, first.id, "a fresh inner request id");
-    let ctx = resumed.extensions.get::<TaskResumeContext>().expect("resume context");
+    let ctx = resumed
+        .extensions
+        .get::<TaskResumeContext>()
+        .expect("resume context");
     assert_eq!(ctx.tool_name, "job");
     assert!(resumed.extensions.get::<CancellationToken>().is_some());
     assert_eq!(resumed.extensions.get::<TaskId>().unwrap().0, task_id);

@@ -7,8 +7,8 @@ use std::time::Duration;
 use mcp_task_layer::client::{DEFAULT_POLL_INTERVAL, MIN_POLL_INTERVAL};
 use mcp_task_layer::store::{conformance, MemoryStore};
 use mcp_task_layer::{
-    resolve_poll_interval, DetailedTask, InputRequest, JsonRpcError, JsonRpcRequest, Task, TaskMetadata,
-    TaskPollDecision, TaskStatus,
+    resolve_poll_interval, DetailedTask, InputRequest, JsonRpcError, JsonRpcRequest, Task,
+    TaskMetadata, TaskPollDecision, TaskStatus,
 };
 use serde_json::{json, Map, Value};
 
@@ -21,8 +21,13 @@ const ALL: [TaskStatus; 5] = [
 ];
 
 fn meta() -> TaskMetadata {
-    TaskMetadata::new("t1", "2026-01-01T00:00:00.000Z", "2026-01-01T00:00:01.000Z", Some(60_000))
-        .with_poll_interval_ms(Some(500))
+    TaskMetadata::new(
+        "t1",
+        "2026-01-01T00:00:00.000Z",
+        "2026-01-01T00:00:01.000Z",
+        Some(60_000),
+    )
+    .with_poll_interval_ms(Some(500))
 }
 
 #[tokio::test]
@@ -57,13 +62,21 @@ fn poll_decision_covers_every_status() {
 fn detailed_task_poll_decision_passes_the_hint_verbatim() {
     assert_eq!(
         DetailedTask::working(meta()).poll_decision(),
-        TaskPollDecision::InProgress { poll_hint: Some(500) }
+        TaskPollDecision::InProgress {
+            poll_hint: Some(500)
+        }
     );
     let m = TaskMetadata::new("t", "a", "b", None);
-    assert_eq!(DetailedTask::working(m).poll_decision(), TaskPollDecision::InProgress { poll_hint: None });
-    assert_eq!(DetailedTask::cancelled(meta()).poll_decision(), TaskPollDecision::Terminal {
-        status: TaskStatus::Cancelled
-    });
+    assert_eq!(
+        DetailedTask::working(m).poll_decision(),
+        TaskPollDecision::InProgress { poll_hint: None }
+    );
+    assert_eq!(
+        DetailedTask::cancelled(meta()).poll_decision(),
+        TaskPollDecision::Terminal {
+            status: TaskStatus::Cancelled
+        }
+    );
     assert_eq!(
         DetailedTask::input_required(meta(), BTreeMap::new()).poll_decision(),
         TaskPollDecision::InputRequired
@@ -74,7 +87,12 @@ fn detailed_task_poll_decision_passes_the_hint_verbatim() {
 fn resolve_poll_interval_every_combination() {
     let floor = Duration::from_millis(100);
     let default = Duration::from_millis(1000);
-    let overrides = [None, Some(Duration::ZERO), Some(Duration::from_millis(50)), Some(Duration::from_millis(3000))];
+    let overrides = [
+        None,
+        Some(Duration::ZERO),
+        Some(Duration::from_millis(50)),
+        Some(Duration::from_millis(3000)),
+    ];
     let hints = [None, Some(0u64), Some(50), Some(100), Some(2000)];
     for o in overrides {
         for h in hints {
@@ -88,7 +106,10 @@ fn resolve_poll_interval_every_combination() {
         }
     }
     // A default below the floor is raised too.
-    assert_eq!(resolve_poll_interval(None, None, Duration::ZERO, floor), floor);
+    assert_eq!(
+        resolve_poll_interval(None, None, Duration::ZERO, floor),
+        floor
+    );
     assert_eq!(
         resolve_poll_interval(None, None, DEFAULT_POLL_INTERVAL, MIN_POLL_INTERVAL),
         DEFAULT_POLL_INTERVAL
@@ -103,13 +124,25 @@ fn detailed_task_serializes_to_the_2026_wire_shape_and_back() {
     let mut reqs = BTreeMap::new();
     reqs.insert(
         "name".to_owned(),
-        InputRequest::new("elicitation/create", json!({"message": "?"}).as_object().unwrap().clone()),
+        InputRequest::new(
+            "elicitation/create",
+            json!({"message": "?"}).as_object().unwrap().clone(),
+        ),
     );
     let cases = [
         (DetailedTask::working(meta()), json!({})),
-        (DetailedTask::input_required(meta(), reqs), json!({"inputRequests": {"name": {"method": "elicitation/create", "params": {"message": "?"}}}})),
-        (DetailedTask::completed(meta(), result), json!({"result": {"content": [{"type": "text", "text": "hi"}], "isError": false}})),
-        (DetailedTask::failed(meta(), JsonRpcError::new(-32603, "boom")), json!({"error": {"code": -32603, "message": "boom"}})),
+        (
+            DetailedTask::input_required(meta(), reqs),
+            json!({"inputRequests": {"name": {"method": "elicitation/create", "params": {"message": "?"}}}}),
+        ),
+        (
+            DetailedTask::completed(meta(), result),
+            json!({"result": {"content": [{"type": "text", "text": "hi"}], "isError": false}}),
+        ),
+        (
+            DetailedTask::failed(meta(), JsonRpcError::new(-32603, "boom")),
+            json!({"error": {"code": -32603, "message": "boom"}}),
+        ),
         (DetailedTask::cancelled(meta()), json!({})),
     ];
     for (task, extra) in cases {
@@ -119,14 +152,23 @@ fn detailed_task_serializes_to_the_2026_wire_shape_and_back() {
             "createdAt": "2026-01-01T00:00:00.000Z", "lastUpdatedAt": "2026-01-01T00:00:01.000Z",
             "ttlMs": 60000, "pollIntervalMs": 500
         });
-        expected.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        expected
+            .as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
         assert_eq!(v, expected, "{:?}", task.status());
         let back: DetailedTask = serde_json::from_value(v).unwrap();
         assert_eq!(back, task);
         assert_eq!(back.task_id(), "t1");
-        assert_eq!(back.result().is_some(), task.status() == TaskStatus::Completed);
+        assert_eq!(
+            back.result().is_some(),
+            task.status() == TaskStatus::Completed
+        );
         assert_eq!(back.error().is_some(), task.status() == TaskStatus::Failed);
-        assert_eq!(back.input_requests().is_some(), task.status() == TaskStatus::InputRequired);
+        assert_eq!(
+            back.input_requests().is_some(),
+            task.status() == TaskStatus::InputRequired
+        );
     }
     // A tasks/get body (with resultType) reads as a DetailedTask too.
     let body = json!({"resultType": "complete", "taskId": "t", "status": "working",
@@ -149,17 +191,30 @@ fn request_decoding_gives_the_exact_jsonrpc_error() {
         (br#"{"jsonrpc":"2.0","id":1}"#, -32600),
         (br#"{"jsonrpc":"2.0","id":1.5,"method":"x"}"#, -32600),
         (br#"{"jsonrpc":"2.0","id":null,"method":"x"}"#, -32600),
-        (br#"{"jsonrpc":"2.0","id":1,"method":"x","params":[1]}"#, -32600),
+        (
+            br#"{"jsonrpc":"2.0","id":1,"method":"x","params":[1]}"#,
+            -32600,
+        ),
     ];
     for (bytes, code) in cases {
         let e = JsonRpcRequest::from_slice(bytes).expect_err("must be rejected");
         assert_eq!(e.code, code, "{}", String::from_utf8_lossy(bytes));
     }
-    let ok = JsonRpcRequest::from_slice(br#"{"jsonrpc":"2.0","id":"a","method":"m","params":{"k":1}}"#).unwrap();
+    let ok =
+        JsonRpcRequest::from_slice(br#"{"jsonrpc":"2.0","id":"a","method":"m","params":{"k":1}}"#)
+            .unwrap();
     assert_eq!(ok.id, Some("a".into()));
     assert_eq!(ok.params, Some(json!({"k": 1})));
-    let note = JsonRpcRequest::from_slice(br#"{"jsonrpc":"2.0","method":"notifications/x"}"#).unwrap();
+    let note =
+        JsonRpcRequest::from_slice(br#"{"jsonrpc":"2.0","method":"notifications/x"}"#).unwrap();
     assert!(note.id.is_none());
-    assert_eq!(serde_json::to_value(&ok).unwrap(), json!({"jsonrpc":"2.0","id":"a","method":"m","params":{"k":1}}));
-    let _: Value = serde_json::to_value(mcp_task_layer::JsonRpcResponse::error(None, JsonRpcError::parse_error("x"))).unwrap();
+    assert_eq!(
+        serde_json::to_value(&ok).unwrap(),
+        json!({"jsonrpc":"2.0","id":"a","method":"m","params":{"k":1}})
+    );
+    let _: Value = serde_json::to_value(mcp_task_layer::JsonRpcResponse::error(
+        None,
+        JsonRpcError::parse_error("x"),
+    ))
+    .unwrap();
 }

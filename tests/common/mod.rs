@@ -31,6 +31,9 @@ pub fn meta(tasks: bool) -> Value {
     })
 }
 
+/// A tool's last request: params, the resume context, whether a token came.
+pub type LastCall = (Value, Option<TaskResumeContext>, bool);
+
 /// What the scripted server saw.
 #[derive(Debug, Default)]
 pub struct Seen {
@@ -38,7 +41,7 @@ pub struct Seen {
     pub calls: Mutex<HashMap<String, usize>>,
     /// The last request per tool: params and whether the layer attached a
     /// resume context / token.
-    pub last: Mutex<HashMap<String, (Value, Option<TaskResumeContext>, bool)>>,
+    pub last: Mutex<HashMap<String, LastCall>>,
     pub cancelled_handlers: AtomicUsize,
     /// Handler futures dropped before they finished (aborted).
     pub aborted_handlers: Arc<AtomicUsize>,
@@ -59,7 +62,7 @@ impl Seen {
     pub fn calls(&self, tool: &str) -> usize {
         self.calls.lock().unwrap().get(tool).copied().unwrap_or(0)
     }
-    pub fn last(&self, tool: &str) -> (Value, Option<TaskResumeContext>, bool) {
+    pub fn last(&self, tool: &str) -> LastCall {
         self.last
             .lock()
             .unwrap()
@@ -98,8 +101,9 @@ fn answer<'a>(params: &'a Value, key: &str, field: &str) -> Option<&'a str> {
 /// - `slow {ms}`: sleeps (tokio time), stops early on cancellation.
 /// - `hang`: never finishes unless cancelled; ignores cancellation if `stubborn`.
 /// - `ask`: works 1 ms, asks `name`, then greets; `ask_now` asks at once.
-/// (Every asking tool but `ask_now` works 1 ms first, so it becomes a task
-/// before it asks.)
+///
+/// Every asking tool but `ask_now` works 1 ms first, so it becomes a task
+/// before it asks.
 /// - `ask2`: asks `a` and `b` at once, then joins them.
 /// - `reask`: asks `a`; after the first answer asks `a` again (same inner key), then finishes.
 /// - `state`: answers with requestState only, twice, then finishes.
