@@ -73,6 +73,7 @@ mod future;
 mod http;
 pub mod jsonrpc;
 mod layer;
+pub mod peer;
 pub mod protocol;
 mod runtime;
 mod service;
@@ -86,6 +87,7 @@ pub use context::{TaskId, TaskOwner, TaskResumeContext};
 pub use future::ResponseFuture;
 pub use jsonrpc::{JsonRpcError, JsonRpcRequest, JsonRpcResponse, RequestId};
 pub use layer::{TaskLayer, TaskPolicy};
+pub use peer::{ClientPeer, Peer};
 pub use protocol::{
     DetailedTask, InputRequest, InputRequests, InputResponses, Task, TaskMetadata, TaskStatus,
 };

@@ -1,0 +1,50 @@
+//! The way back to the client: server→client requests and notifications.
+//!
+//! The 2025-11-25 era has no `tasks/update`: a task that needs input sends
+//! real JSON-RPC requests (`elicitation/create`, ...) to the client, usually
+//! on the stream of an open `tasks/result` call, and the client answers them
+//! with JSON-RPC responses. A transport that can carry such traffic puts a
+//! [`Peer`] in the extensions of each request it hands to the service; the
+//! layer uses it while that request is being answered.
+
+use std::fmt;
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::jsonrpc::JsonRpcError;
+use crate::store::BoxFuture;
+
+/// What a transport offers to send messages to the client.
+pub trait ClientPeer: Send + Sync + 'static {
+    /// Send a server→client request and wait for the client's answer: its
+    /// `result`, or its JSON-RPC error. The transport chooses the request id.
+    fn request(&self, method: String, params: Value) -> BoxFuture<'static, Result<Value, JsonRpcError>>;
+
+    /// Send a notification; best effort.
+    fn notify(&self, method: String, params: Value) -> BoxFuture<'static, ()>;
+}
+
+/// A [`ClientPeer`] in request extensions.
+#[derive(Clone)]
+pub struct Peer(pub Arc<dyn ClientPeer>);
+
+impl Peer {
+    /// Wrap a peer.
+    pub fn new(peer: impl ClientPeer) -> Self {
+        Peer(Arc::new(peer))
+    }
+}
+
+impl fmt::Debug for Peer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Peer(..)")
+    }
+}
+
+impl std::ops::Deref for Peer {
+    type Target = dyn ClientPeer;
+    fn deref(&self) -> &Self::Target {
+        &*self.0
+    }
+}
