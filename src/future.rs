@@ -9,8 +9,11 @@ use pin_project_lite::pin_project;
 use serde_json::{Map, Value};
 
 use crate::jsonrpc::JsonRpcResponse;
+use crate::layer::TaskPolicy;
 use crate::protocol::TASKS_EXTENSION;
+use crate::runtime::Shared;
 use crate::store::BoxFuture;
+use std::sync::Arc;
 
 pin_project! {
     /// Response future of [`TaskService`](crate::TaskService): the inner
@@ -32,10 +35,14 @@ pin_project! {
 }
 
 /// How a passed-through result is amended.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone)]
 pub(crate) enum Edit {
     /// `server/discover`: advertise the 2026-07-28 extension.
     Discover,
+    /// 2025-11-25 `initialize`: advertise `capabilities.tasks`.
+    Initialize,
+    /// 2025-11-25 `tools/list`: each tool's `execution.taskSupport`.
+    ToolsList(Arc<Shared>),
 }
 
 impl<F, E> ResponseFuture<F, E> {
@@ -83,7 +90,7 @@ where
             KindProj::Capabilities { fut, edit } => {
                 let mut resp = ready!(fut.poll(cx))?;
                 if let Ok(Value::Object(result)) = &mut resp.payload {
-                    apply(*edit, result);
+                    apply(edit, result);
                 }
                 Poll::Ready(Ok(resp))
             }
@@ -105,8 +112,28 @@ fn object<'a>(map: &'a mut Map<String, Value>, key: &str) -> &'a mut Map<String,
     }
 }
 
-fn apply(edit: Edit, result: &mut Map<String, Value>) {
+fn apply(edit: &Edit, result: &mut Map<String, Value>) {
     match edit {
+        Edit::Initialize => {
+            let caps = object(result, "capabilities");
+            caps.insert(
+                "tasks".into(),
+                serde_json::json!({ "list": {}, "cancel": {}, "requests": { "tools": { "call": {} } } }),
+            );
+        }
+        Edit::ToolsList(shared) => {
+            if let Some(Value::Array(tools)) = result.get_mut("tools") {
+                for tool in tools.iter_mut().filter_map(Value::as_object_mut) {
+                    let name = tool.get("name").and_then(Value::as_str).unwrap_or_default();
+                    let support = match shared.cfg.policy(name) {
+                        TaskPolicy::Sync => "forbidden",
+                        TaskPolicy::Auto { .. } => "optional",
+                        TaskPolicy::Task => "required",
+                    };
+                    object(tool, "execution").insert("taskSupport".into(), support.into());
+                }
+            }
+        }
         Edit::Discover => {
             let caps = object(result, "capabilities");
             // A 2026-07-28 server must not advertise the legacy capability (R9).

@@ -2,28 +2,42 @@
 //! see [`McpEndpoint`].
 
 use std::borrow::Cow;
+use std::collections::{HashMap, VecDeque};
+use std::convert::Infallible;
 use std::fmt;
-use std::sync::Arc;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::task::{Context, Poll};
 
 use axum::body::{Body, Bytes, HttpBody};
 use axum::extract::{Request, State};
-use axum::http::header::{CONTENT_LENGTH, CONTENT_TYPE};
+use axum::http::header::{ACCEPT, CACHE_CONTROL, CONTENT_LENGTH, CONTENT_TYPE};
 use axum::http::request::Parts;
 use axum::http::{Extensions, HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{BoxError, Router};
 use bytes::BytesMut;
-use serde_json::{json, Value};
+use http_body::Frame;
+use serde::Serialize;
+use serde_json::{json, Map, Value};
+use tokio::sync::{mpsc, oneshot};
 use tower::ServiceExt;
 use tower_service::Service;
 use tracing::{debug, warn};
 
 use crate::jsonrpc::{code, JsonRpcError, JsonRpcRequest, JsonRpcResponse, RequestId};
+use crate::peer::{ClientPeer, Peer};
 use crate::protocol::META_PROTOCOL_VERSION;
+use crate::store::BoxFuture;
 
 /// The default request body limit of [`McpEndpoint`]: 4 MiB.
 pub const DEFAULT_BODY_LIMIT: usize = 4 * 1024 * 1024;
+
+/// How many server→client messages one response stream buffers before
+/// [`ClientPeer::request`] waits and [`ClientPeer::notify`] drops.
+const OUTGOING_CAPACITY: usize = 64;
 
 static MCP_PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
 static MCP_METHOD: HeaderName = HeaderName::from_static("mcp-method");
@@ -31,28 +45,66 @@ static MCP_NAME: HeaderName = HeaderName::from_static("mcp-name");
 
 type IdentityFn = Arc<dyn Fn(&Parts, &mut Extensions) + Send + Sync>;
 
-/// Serves a JSON-RPC service over Streamable HTTP (JSON responses only).
+/// Serves a JSON-RPC service over Streamable HTTP.
 ///
 /// It turns a `Service<JsonRpcRequest, Response = JsonRpcResponse>`
 /// (typically a [`TaskLayer`](crate::TaskLayer) around your MCP server) into
-/// an [`axum::Router`] that serves one path. It only speaks JSON: every
-/// answer is a single `application/json` body, never a `text/event-stream`,
-/// so a tasks-enabled server never has to hold a stream open.
+/// an [`axum::Router`] that serves one path. An answer is a single
+/// `application/json` body unless the service talks back to the client
+/// while it answers (see [Server→client messages](#serverclient-messages)):
+/// then, and only then, the answer becomes a `text/event-stream`.
 ///
 /// # What the endpoint does
 ///
 /// | Request | Answer |
 /// |---|---|
-/// | `POST` with a JSON-RPC request | the inner service's response, HTTP 200 (but see the error table below) |
+/// | `POST` with a JSON-RPC request | the inner service's response, HTTP 200 (but see the error table below); an SSE stream if the service sent messages to the client first |
 /// | `POST` with a notification (no `id`) | the inner service is called, its answer dropped; HTTP 202, empty body |
+/// | `POST` with a JSON-RPC response (`result` or `error`, an `id`, no `method`) to a pending server→client request | HTTP 202, empty body; the answer goes to the waiting [`ClientPeer::request`] |
+/// | `POST` with a JSON-RPC response to no pending request (unknown, already answered, or its stream has closed), or a malformed one | HTTP 400, `-32600`, no `id` member |
 /// | body over the [limit](McpEndpoint::with_body_limit) (default [`DEFAULT_BODY_LIMIT`]) | HTTP 413, `-32600`, `"id": null` |
 /// | body that is not JSON | HTTP 400, `-32700`, `"id": null` |
 /// | JSON that is not one request object (an array, a string, no `method`, ...) | HTTP 400, `-32600`, the request's `id` if it can be read, else `null` |
 /// | 2026-07-28 request whose headers disagree with the body (below) | HTTP 400, `-32020`, the request's `id` |
 /// | any other method (`GET`, `DELETE`, ...) | HTTP 405 |
 ///
-/// The `Content-Type` and `Accept` headers are not enforced: any body is
-/// read as JSON, and the answer is always JSON.
+/// The `Content-Type` header is not enforced: any body is read as JSON.
+/// There are no sessions: the endpoint never sends `Mcp-Session-Id`, and a
+/// client's `GET` for a standalone SSE stream gets 405, which Streamable HTTP
+/// clients take as "no such stream".
+///
+/// ## Server→client messages
+///
+/// When a request (not a notification) is `POST`ed with an `Accept` header
+/// that lists `text/event-stream`, the endpoint puts a [`Peer`] in the
+/// request's extensions. The service (for example
+/// [`TaskLayer`](crate::TaskLayer) serving a 2025-11-25 `tasks/result` that
+/// needs the user's input) can use it to send requests and notifications to
+/// the client while it works:
+///
+/// - If the service answers before it sends anything, the answer is plain
+///   JSON, as without the peer.
+/// - As soon as it sends a message, the HTTP response becomes
+///   `text/event-stream` (HTTP 200): each message is one `event: message`
+///   whose `data` is the JSON-RPC message, then the service's response comes
+///   as the last event and the stream closes. Error responses travel on the
+///   stream too, so they keep HTTP 200. Messages the service sent before it
+///   answered always come before its response.
+/// - A server→client request gets a fresh id: `"srv-"` and 128 random bits
+///   from the operating system's CSPRNG, so only the client that saw the
+///   request can answer it. The client `POST`s its JSON-RPC response to the
+///   same path (see the table above); [`ClientPeer::request`] then resolves
+///   to the response's `result`, or to its `error`.
+/// - Pending requests are tracked endpoint-wide, by id, until answered. When
+///   the response stream ends (the service answered, or the client went
+///   away), the requests still waiting on it resolve to a `-32603` error and
+///   are forgotten, and messages sent later are dropped silently.
+/// - [`ClientPeer::notify`] is best effort and never waits: when the client
+///   reads too slowly and 64 messages are waiting, the notification is
+///   dropped.
+///
+/// If the client disconnects, the service's future is dropped, as it is
+/// for a plain JSON answer.
 ///
 /// ## Errors from the inner service
 ///
@@ -211,6 +263,7 @@ impl<S> McpEndpoint<S> {
             service: self.service,
             identity: self.identity,
             body_limit: self.body_limit,
+            pending: Arc::default(),
         });
         Router::new()
             .route(path, post(handle::<S>))
@@ -222,6 +275,8 @@ struct Shared<S> {
     service: S,
     identity: Option<IdentityFn>,
     body_limit: usize,
+    /// Server→client requests of every response stream, by id.
+    pending: Arc<Pending>,
 }
 
 async fn handle<S>(State(shared): State<Arc<Shared<S>>>, request: Request) -> Response
@@ -261,6 +316,9 @@ where
             );
         }
     };
+    if is_response(&value) {
+        return accept_answer(&shared.pending, value);
+    }
     let readable_id = readable_id(&value);
     let mut request = match JsonRpcRequest::from_value(value) {
         Ok(request) => request,
@@ -285,28 +343,330 @@ where
     if let Some(identify) = &shared.identity {
         identify(&parts, &mut request.extensions);
     }
-    let id = request.id.clone();
-    let outcome = shared.service.clone().oneshot(request).await;
-    match (id, outcome) {
-        (None, Ok(_)) => StatusCode::ACCEPTED.into_response(),
-        (None, Err(e)) => {
-            let e: BoxError = e.into();
-            warn!(error = %e, "the MCP service failed on a notification");
-            respond_without_id(StatusCode::INTERNAL_SERVER_ERROR, service_failed())
-        }
-        (Some(id), Ok(mut response)) => {
+    let Some(id) = request.id.clone() else {
+        return match shared.service.clone().oneshot(request).await {
+            Ok(_) => StatusCode::ACCEPTED.into_response(),
+            Err(e) => {
+                let e: BoxError = e.into();
+                warn!(error = %e, "the MCP service failed on a notification");
+                respond_without_id(StatusCode::INTERNAL_SERVER_ERROR, service_failed())
+            }
+        };
+    };
+    if !accepts_event_stream(&parts.headers) {
+        let outcome = shared.service.clone().oneshot(request).await;
+        let (status, response) = finish(id, outcome, modern);
+        return respond(status, &response);
+    }
+    let (outgoing, messages) = mpsc::channel(OUTGOING_CAPACITY);
+    request.extensions.insert(Peer::new(StreamPeer {
+        outgoing,
+        pending: Arc::clone(&shared.pending),
+    }));
+    let call = shared.service.clone().oneshot(request);
+    serve_with_peer(call, messages, id, modern).await
+}
+
+/// The HTTP status and the response to send for the service's outcome,
+/// always with the request's own `id`.
+fn finish<E: Into<BoxError>>(
+    id: RequestId,
+    outcome: Result<JsonRpcResponse, E>,
+    modern: bool,
+) -> (StatusCode, JsonRpcResponse) {
+    match outcome {
+        Ok(mut response) => {
             response.id = Some(id);
-            respond(status_of(&response, modern), &response)
+            (status_of(&response, modern), response)
         }
-        (Some(id), Err(e)) => {
+        Err(e) => {
             let e: BoxError = e.into();
             warn!(error = %e, "the MCP service failed");
-            respond(
+            (
                 StatusCode::INTERNAL_SERVER_ERROR,
-                &JsonRpcResponse::error(Some(id), service_failed()),
+                JsonRpcResponse::error(Some(id), service_failed()),
             )
         }
     }
+}
+
+/// Run `call` with a peer whose messages arrive on `messages`: plain JSON if
+/// the call ends before the peer sends anything, an SSE stream otherwise.
+async fn serve_with_peer<F, E>(
+    call: F,
+    mut messages: mpsc::Receiver<Value>,
+    id: RequestId,
+    modern: bool,
+) -> Response
+where
+    F: Future<Output = Result<JsonRpcResponse, E>> + Send + 'static,
+    E: Into<BoxError>,
+{
+    let mut call = Box::pin(call);
+    let mut open = true;
+    let first = loop {
+        tokio::select! {
+            biased;
+            message = messages.recv(), if open => match message {
+                Some(message) => break Ok(message),
+                // Every sender is gone, the peer included: only the call is left.
+                None => open = false,
+            },
+            outcome = &mut call => break Err(outcome),
+        }
+    };
+    match first {
+        Ok(message) => event_stream(EventStream {
+            queued: VecDeque::from([message]),
+            call: Some(call),
+            messages,
+            id,
+            last: None,
+        }),
+        Err(outcome) => {
+            // Whatever the peer sends from now on is dropped, but what it
+            // sent before the answer still goes first.
+            messages.close();
+            let mut queued = VecDeque::new();
+            while let Ok(message) = messages.try_recv() {
+                queued.push_back(message);
+            }
+            let (status, response) = finish(id.clone(), outcome, modern);
+            if queued.is_empty() {
+                return respond(status, &response);
+            }
+            event_stream(EventStream::<F> {
+                queued,
+                call: None,
+                messages,
+                id,
+                last: Some(sse_event(&response)),
+            })
+        }
+    }
+}
+
+fn event_stream(stream: impl HttpBody<Data = Bytes, Error = Infallible> + Send + 'static) -> Response {
+    (
+        StatusCode::OK,
+        [
+            (CONTENT_TYPE, HeaderValue::from_static("text/event-stream")),
+            (CACHE_CONTROL, HeaderValue::from_static("no-cache")),
+        ],
+        Body::new(stream),
+    )
+        .into_response()
+}
+
+/// The body of an SSE response: the queued messages, then whatever the peer
+/// sends while the call runs, then the call's response; then the end.
+struct EventStream<F> {
+    queued: VecDeque<Value>,
+    call: Option<Pin<Box<F>>>,
+    messages: mpsc::Receiver<Value>,
+    id: RequestId,
+    /// The final event, once the call has answered.
+    last: Option<Bytes>,
+}
+
+impl<F, E> HttpBody for EventStream<F>
+where
+    F: Future<Output = Result<JsonRpcResponse, E>>,
+    E: Into<BoxError>,
+{
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        let this = self.get_mut();
+        let event = |message: &Value| Poll::Ready(Some(Ok(Frame::data(sse_event(message)))));
+        if let Some(message) = this.queued.pop_front() {
+            return event(&message);
+        }
+        if let Some(call) = this.call.as_mut() {
+            if let Poll::Ready(Some(message)) = this.messages.poll_recv(cx) {
+                return event(&message);
+            }
+            let outcome = match call.as_mut().poll(cx) {
+                Poll::Ready(outcome) => outcome,
+                Poll::Pending => return Poll::Pending,
+            };
+            this.call = None;
+            this.messages.close();
+            let (_, response) = finish(this.id.clone(), outcome, false);
+            this.last = Some(sse_event(&response));
+        }
+        if let Ok(message) = this.messages.try_recv() {
+            return event(&message);
+        }
+        Poll::Ready(this.last.take().map(|last| Ok(Frame::data(last))))
+    }
+}
+
+/// One SSE `message` event carrying a JSON-RPC message (compact JSON never
+/// contains a line break, so one `data` line suffices).
+fn sse_event(message: &impl Serialize) -> Bytes {
+    let json = serde_json::to_string(message).unwrap_or_else(|e| {
+        warn!(error = %e, "cannot encode a message for the event stream");
+        json!({ "jsonrpc": "2.0", "error": service_failed() }).to_string()
+    });
+    Bytes::from(format!("event: message\ndata: {json}\n\n"))
+}
+
+/// Whether an `Accept` header lists `text/event-stream`.
+fn accepts_event_stream(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|range| {
+            range
+                .split(';')
+                .next()
+                .is_some_and(|media| media.trim().eq_ignore_ascii_case("text/event-stream"))
+        })
+}
+
+// ----- server→client requests -----
+
+type Answer = Result<Value, JsonRpcError>;
+
+/// Server→client requests waiting for the client's answer, by id.
+#[derive(Default)]
+struct Pending(Mutex<HashMap<String, oneshot::Sender<Answer>>>);
+
+impl Pending {
+    fn map(&self) -> MutexGuard<'_, HashMap<String, oneshot::Sender<Answer>>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Removes a pending request when its future ends, however it ends.
+struct Forget {
+    pending: Arc<Pending>,
+    id: String,
+}
+
+impl Drop for Forget {
+    fn drop(&mut self) {
+        self.pending.map().remove(&self.id);
+    }
+}
+
+/// The [`ClientPeer`] of one request: messages go to that request's
+/// response stream.
+struct StreamPeer {
+    outgoing: mpsc::Sender<Value>,
+    pending: Arc<Pending>,
+}
+
+impl ClientPeer for StreamPeer {
+    fn request(&self, method: String, params: Value) -> BoxFuture<'static, Answer> {
+        let outgoing = self.outgoing.clone();
+        let pending = Arc::clone(&self.pending);
+        Box::pin(async move {
+            let id = new_request_id()
+                .map_err(|e| JsonRpcError::internal(format!("cannot draw a request id: {e}")))?;
+            let (answer, answered) = oneshot::channel();
+            pending.map().insert(id.clone(), answer);
+            let _forget = Forget {
+                pending,
+                id: id.clone(),
+            };
+            if outgoing
+                .send(outgoing_message(Some(id), method, params))
+                .await
+                .is_err()
+            {
+                return Err(stream_closed());
+            }
+            tokio::select! {
+                biased;
+                answer = answered => answer.unwrap_or_else(|_| Err(stream_closed())),
+                () = outgoing.closed() => Err(stream_closed()),
+            }
+        })
+    }
+
+    fn notify(&self, method: String, params: Value) -> BoxFuture<'static, ()> {
+        // Queued at once, so notifications keep the order they were sent in.
+        if let Err(e) = self
+            .outgoing
+            .try_send(outgoing_message(None, method, params))
+        {
+            let reason = match e {
+                mpsc::error::TrySendError::Full(_) => "the client reads too slowly",
+                mpsc::error::TrySendError::Closed(_) => "the response stream has ended",
+            };
+            debug!(reason, "dropped a notification to the client");
+        }
+        Box::pin(std::future::ready(()))
+    }
+}
+
+fn stream_closed() -> JsonRpcError {
+    JsonRpcError::internal("the response stream to the client closed before it answered")
+}
+
+/// `"srv-"` and 128 bits from the operating system's CSPRNG, in hex.
+fn new_request_id() -> Result<String, getrandom::Error> {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes)?;
+    let mut id = String::with_capacity(4 + 32);
+    id.push_str("srv-");
+    for b in bytes {
+        id.push_str(&format!("{b:02x}"));
+    }
+    Ok(id)
+}
+
+fn outgoing_message(id: Option<String>, method: String, params: Value) -> Value {
+    let mut message = Map::new();
+    message.insert("jsonrpc".into(), "2.0".into());
+    if let Some(id) = id {
+        message.insert("id".into(), Value::String(id));
+    }
+    message.insert("method".into(), Value::String(method));
+    if !params.is_null() {
+        message.insert("params".into(), params);
+    }
+    Value::Object(message)
+}
+
+/// A JSON-RPC response rather than a request: `result` or `error`, no
+/// `method`.
+fn is_response(value: &Value) -> bool {
+    value.as_object().is_some_and(|o| {
+        !o.contains_key("method") && (o.contains_key("result") || o.contains_key("error"))
+    })
+}
+
+/// Hand the client's answer to the request waiting for it: 202, or 400 when
+/// no request waits for it.
+fn accept_answer(pending: &Pending, value: Value) -> Response {
+    let answer = match serde_json::from_value::<JsonRpcResponse>(value) {
+        Ok(answer) => answer,
+        Err(e) => {
+            let error = JsonRpcError::invalid_request(format!("malformed JSON-RPC response: {e}"));
+            return respond_without_id(StatusCode::BAD_REQUEST, error);
+        }
+    };
+    let waiting = match &answer.id {
+        Some(RequestId::String(id)) => pending.map().remove(id),
+        _ => None,
+    };
+    let Some(waiting) = waiting else {
+        debug!(id = ?answer.id, "an answer to no pending request");
+        let error = JsonRpcError::invalid_request("no pending server request has this id");
+        return respond_without_id(StatusCode::BAD_REQUEST, error);
+    };
+    // If the request gave up at this very moment, the answer is dropped.
+    let _ = waiting.send(answer.payload);
+    StatusCode::ACCEPTED.into_response()
 }
 
 fn service_failed() -> JsonRpcError {

@@ -19,7 +19,11 @@ use crate::store::BoxFuture;
 pub trait ClientPeer: Send + Sync + 'static {
     /// Send a server→client request and wait for the client's answer: its
     /// `result`, or its JSON-RPC error. The transport chooses the request id.
-    fn request(&self, method: String, params: Value) -> BoxFuture<'static, Result<Value, JsonRpcError>>;
+    fn request(
+        &self,
+        method: String,
+        params: Value,
+    ) -> BoxFuture<'static, Result<Value, JsonRpcError>>;
 
     /// Send a notification; best effort.
     fn notify(&self, method: String, params: Value) -> BoxFuture<'static, ()>;

@@ -17,9 +17,10 @@ use tracing::{debug, info, warn, Instrument, Span};
 use crate::context::{TaskId, TaskOwner, TaskResumeContext};
 use crate::jsonrpc::{JsonRpcError, JsonRpcRequest, JsonRpcResponse, RequestId};
 use crate::layer::{default_owner, TaskPolicy};
+use crate::peer::Peer;
 use crate::protocol::{
     DetailedTask, InputRequest, InputResponses, TaskMetadata, TaskStatus, META_CLIENT_CAPABILITIES,
-    META_PROTOCOL_VERSION, TASKS_EXTENSION,
+    META_PROTOCOL_VERSION, META_RELATED_TASK, TASKS_EXTENSION,
 };
 use crate::store::{self, BoxFuture, Era, PendingInput, TaskOutcome, TaskRecord, TaskStore};
 use crate::TaskEvent;
@@ -43,6 +44,7 @@ pub(crate) struct Config {
     pub(crate) cancel_grace: Duration,
     pub(crate) task_window: Duration,
     pub(crate) reap_interval: Duration,
+    pub(crate) list_page_size: usize,
     pub(crate) owner: OwnerFn,
 }
 
@@ -57,6 +59,7 @@ impl Default for Config {
             cancel_grace: Duration::from_secs(5),
             task_window: Duration::ZERO,
             reap_interval: Duration::from_secs(1),
+            list_page_size: 50,
             owner: Arc::new(default_owner),
         }
     }
@@ -128,6 +131,9 @@ impl Clock {
 struct Local {
     token: CancellationToken,
     span: Span,
+    /// Where to send 2025-11-25 status notifications, if the transport of
+    /// the creating request offered a way back.
+    peer: Option<Peer>,
 }
 
 pub(crate) struct Shared {
@@ -246,6 +252,7 @@ pub(crate) struct ToolCall {
     pub(crate) token: CancellationToken,
     pub(crate) era: Era,
     pub(crate) requested_ttl: Option<u64>,
+    pub(crate) peer: Option<Peer>,
 }
 
 impl ToolCall {
@@ -273,6 +280,7 @@ impl ToolCall {
             requested_ttl: get("task")
                 .and_then(|t| t.get("ttl"))
                 .and_then(Value::as_u64),
+            peer: req.extensions.get::<Peer>().cloned(),
         }
     }
 }
@@ -321,6 +329,7 @@ impl Shared {
             .or_insert_with(|| Local {
                 token: CancellationToken::new(),
                 span: task_span(&record.id, &record.tool_name),
+                peer: None,
             })
             .clone()
     }
@@ -329,14 +338,22 @@ impl Shared {
         self.locals().remove(id)
     }
 
-    fn span_of(&self, id: &str) -> Span {
-        self.locals()
-            .get(id)
-            .map_or_else(Span::none, |l| l.span.clone())
+    fn local_of(&self, id: &str) -> Option<Local> {
+        self.locals().get(id).cloned()
     }
 
-    fn publish(&self, record: &TaskRecord, span: &Span) {
-        info!(parent: span, status = %record.status, version = record.version, "task status");
+    /// Announce a written status: log it in the task's span, send it on the
+    /// event channel, and (2025-11-25) notify the creating client if its
+    /// transport left a way back.
+    fn publish(&self, record: &TaskRecord, local: Option<&Local>) {
+        let span = local.map_or_else(Span::none, |l| l.span.clone());
+        info!(parent: &span, status = %record.status, version = record.version, "task status");
+        if record.era == Era::Legacy {
+            if let Some(peer) = local.and_then(|l| l.peer.clone()) {
+                let params = serde_json::to_value(self.legacy_task(record)).unwrap_or_default();
+                tokio::spawn(peer.notify("notifications/tasks/status".into(), params));
+            }
+        }
         let _ = self.events.send(TaskEvent {
             task_id: record.id.clone(),
             status: record.status,
@@ -443,21 +460,219 @@ impl Shared {
 
     // ----- tasks/get, tasks/update, tasks/cancel (2026-07-28) -----
 
-    pub(crate) async fn tasks_get(&self, req: JsonRpcRequest) -> JsonRpcResponse {
+    pub(crate) async fn tasks_get(&self, req: JsonRpcRequest, era: Era) -> JsonRpcResponse {
         let id = req.id.clone();
         let answer = async {
             let task_id = task_id_param(&req)?;
             let owner = self.owner_of(&req);
             let record = self
-                .lookup(task_id, owner.as_deref(), Era::Modern)
+                .lookup(task_id, owner.as_deref(), era)
                 .await?
                 .ok_or_else(task_not_found)?;
-            Ok(self.detailed_value(&record, "complete"))
+            Ok(match era {
+                Era::Legacy => serde_json::to_value(self.legacy_task(&record)).unwrap_or_default(),
+                _ => self.detailed_value(&record, "complete"),
+            })
         };
         match answer.await {
             Ok(v) => JsonRpcResponse::result(id, v),
             Err(e) => JsonRpcResponse::error(id, e),
         }
+    }
+
+    // ----- tasks/result and tasks/list (2025-11-25) -----
+
+    /// `tasks/result`: wait until the task is terminal, woken by task events
+    /// (and by its expiry), then answer with its result or its error. While
+    /// the task waits for input and the transport gave a [`Peer`], send its
+    /// input requests to the client as real requests and feed the answers
+    /// back, exactly as `tasks/update` does.
+    pub(crate) async fn tasks_result<S>(
+        self: Arc<Self>,
+        svc: S,
+        req: JsonRpcRequest,
+    ) -> JsonRpcResponse
+    where
+        S: Service<JsonRpcRequest, Response = JsonRpcResponse> + Clone + Send + 'static,
+        S::Future: Send + 'static,
+        S::Error: Send + 'static,
+    {
+        let id = req.id.clone();
+        match self.result_inner(svc, &req).await {
+            Ok(v) => JsonRpcResponse::result(id, v),
+            Err(e) => JsonRpcResponse::error(id, e),
+        }
+    }
+
+    async fn result_inner<S>(
+        self: &Arc<Self>,
+        svc: S,
+        req: &JsonRpcRequest,
+    ) -> Result<Value, JsonRpcError>
+    where
+        S: Service<JsonRpcRequest, Response = JsonRpcResponse> + Clone + Send + 'static,
+        S::Future: Send + 'static,
+        S::Error: Send + 'static,
+    {
+        let task_id = task_id_param(req)?;
+        let owner = self.owner_of(req);
+        let peer = req.extensions.get::<Peer>().cloned();
+        let mut events = self.events.subscribe();
+        let mut notified: Option<(TaskStatus, u64)> = None;
+        loop {
+            let record = self
+                .lookup(task_id, owner.as_deref(), Era::Legacy)
+                .await?
+                .ok_or_else(task_not_found)?;
+            if let Some(peer) = &peer {
+                if notified.is_some() && notified != Some((record.status, record.version)) {
+                    let params =
+                        serde_json::to_value(self.legacy_task(&record)).unwrap_or_default();
+                    peer.notify("notifications/tasks/status".into(), params)
+                        .await;
+                }
+            }
+            notified = Some((record.status, record.version));
+            match (record.status, &record.outcome) {
+                (TaskStatus::Completed | TaskStatus::Failed, Some(TaskOutcome::Result(result))) => {
+                    let mut result = result.clone();
+                    let meta = result
+                        .entry("_meta")
+                        .or_insert_with(|| Value::Object(Map::new()));
+                    if let Value::Object(meta) = meta {
+                        meta.insert(META_RELATED_TASK.into(), json!({ "taskId": record.id }));
+                    }
+                    return Ok(Value::Object(result));
+                }
+                (TaskStatus::Failed, Some(TaskOutcome::Error(e))) => return Err(e.clone()),
+                (status, _) if status.is_terminal() => {
+                    return Err(JsonRpcError::new(
+                        crate::jsonrpc::code::INTERNAL_ERROR,
+                        format!("The task ended {status} and has no result"),
+                    )
+                    .with_data(json!({ "taskId": record.id, "status": status })))
+                }
+                (TaskStatus::InputRequired, _) if peer.is_some() => {
+                    if let Some(peer) = &peer {
+                        self.deliver_inputs(svc.clone(), peer, &record, owner.as_deref())
+                            .await?;
+                    }
+                    continue;
+                }
+                _ => {}
+            }
+            // Wait for a change of this task, or its expiry.
+            let expiry = record.expires_at_ms().map(|at| {
+                let left = u64::try_from(at.saturating_sub(self.now_ms())).unwrap_or(0);
+                tokio::time::Instant::now() + Duration::from_millis(left)
+            });
+            let expired = async {
+                match expiry {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::pin!(expired);
+            loop {
+                tokio::select! {
+                    event = events.recv() => match event {
+                        Ok(e) if e.task_id != record.id => continue,
+                        Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => break,
+                        Err(broadcast::error::RecvError::Closed) => {
+                            return Err(JsonRpcError::internal("the task layer is shutting down"))
+                        }
+                    },
+                    () = &mut expired => break,
+                }
+            }
+        }
+    }
+
+    /// Send each outstanding input request of a 2025-11-25 task to the
+    /// client through `peer`, tagged with the related-task `_meta`, and
+    /// record each answer as it comes.
+    async fn deliver_inputs<S>(
+        self: &Arc<Self>,
+        svc: S,
+        peer: &Peer,
+        record: &TaskRecord,
+        owner: Option<&str>,
+    ) -> Result<(), JsonRpcError>
+    where
+        S: Service<JsonRpcRequest, Response = JsonRpcResponse> + Clone + Send + 'static,
+        S::Future: Send + 'static,
+        S::Error: Send + 'static,
+    {
+        for (key, pending) in &record.input_requests {
+            let mut params = pending.request.params.clone().unwrap_or_default();
+            let meta = params
+                .entry("_meta")
+                .or_insert_with(|| Value::Object(Map::new()));
+            if let Value::Object(meta) = meta {
+                meta.insert(META_RELATED_TASK.into(), json!({ "taskId": record.id }));
+            }
+            let answer = peer
+                .request(pending.request.method.clone(), Value::Object(params))
+                .await?;
+            if !answer.is_object() {
+                return Err(JsonRpcError::invalid_params(
+                    "the answer to an input request must be an object",
+                ));
+            }
+            let mut answers = Map::new();
+            answers.insert(key.clone(), answer);
+            self.accept_answers(svc.clone(), &record.id, owner, Era::Legacy, &answers)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// `tasks/list`: the caller's 2025-11-25 tasks, newest first.
+    pub(crate) async fn tasks_list(&self, req: JsonRpcRequest) -> JsonRpcResponse {
+        let id = req.id.clone();
+        match self.list_inner(&req).await {
+            Ok(v) => JsonRpcResponse::result(id, v),
+            Err(e) => JsonRpcResponse::error(id, e),
+        }
+    }
+
+    async fn list_inner(&self, req: &JsonRpcRequest) -> Result<Value, JsonRpcError> {
+        let after = match req.params_object().and_then(|p| p.get("cursor")) {
+            None | Some(Value::Null) => None,
+            Some(Value::String(c)) => Some(
+                decode_cursor(c).ok_or_else(|| JsonRpcError::invalid_params("Invalid cursor"))?,
+            ),
+            Some(_) => return Err(JsonRpcError::invalid_params("\"cursor\" must be a string")),
+        };
+        let owner = self.owner_of(req);
+        let page = self.cfg.list_page_size.max(1);
+        let records = self
+            .store
+            .list(
+                owner.as_deref(),
+                after.as_ref().map(|(c, id)| (*c, id.as_str())),
+                page + 1,
+                self.now_ms(),
+            )
+            .await
+            .map_err(|e| match e {
+                store::Error::Unsupported(_) => JsonRpcError::method_not_found("tasks/list"),
+                e => store_failure(&e),
+            })?;
+        let more = records.len() > page;
+        let shown = &records[..records.len().min(page)];
+        let tasks: Vec<Value> = shown
+            .iter()
+            .filter(|r| r.era == Era::Legacy)
+            .map(|r| serde_json::to_value(self.legacy_task(r)).unwrap_or_default())
+            .collect();
+        let mut out = json!({ "tasks": tasks });
+        if more {
+            if let Some(last) = shown.last() {
+                out["nextCursor"] = Value::String(encode_cursor(last.created_at_ms, &last.id));
+            }
+        }
+        Ok(out)
     }
 
     pub(crate) async fn tasks_update<S>(
@@ -471,59 +686,71 @@ impl Shared {
         S::Error: Send + 'static,
     {
         let id = req.id.clone();
-        match self.record_answers(&req).await {
-            Ok(Some(resumed)) => {
-                // Only the writer that won input_required → working resumes
-                // the handler: exactly once per round.
-                let local = self.local(&resumed);
-                self.publish(&resumed, &local.span);
-                let request = self.resume_request(&resumed, &local.token);
-                let fut: InnerFuture<S::Error> = Box::pin(svc.clone().oneshot(request));
-                self.spawn_runner(svc, resumed.id.clone(), local, fut);
-                ack(id)
+        let answered = async move {
+            let task_id = task_id_param(&req)?;
+            let answers = match req.params_object().and_then(|p| p.get("inputResponses")) {
+                Some(Value::Object(m)) => m,
+                Some(_) => {
+                    return Err(JsonRpcError::invalid_params(
+                        "\"inputResponses\" must be an object",
+                    ))
+                }
+                None => return Err(JsonRpcError::invalid_params("missing \"inputResponses\"")),
+            };
+            if let Some((key, _)) = answers.iter().find(|(_, v)| !v.is_object()) {
+                return Err(JsonRpcError::invalid_params(format!(
+                    "the answer under \"{key}\" must be an object"
+                )));
             }
-            Ok(None) => ack(id),
+            let owner = self.owner_of(&req);
+            self.accept_answers(svc, task_id, owner.as_deref(), Era::Modern, answers)
+                .await
+        };
+        match answered.await {
+            Ok(()) => ack(id),
             Err(e) => JsonRpcResponse::error(id, e),
         }
     }
 
-    /// Merge the outstanding answers of a `tasks/update` into the task; the
-    /// record, if this call moved the task back to `working`.
-    async fn record_answers(
-        &self,
-        req: &JsonRpcRequest,
-    ) -> Result<Option<TaskRecord>, JsonRpcError> {
-        let task_id = task_id_param(req)?;
-        let answers = match req.params_object().and_then(|p| p.get("inputResponses")) {
-            Some(Value::Object(m)) => m,
-            Some(_) => {
-                return Err(JsonRpcError::invalid_params(
-                    "\"inputResponses\" must be an object",
-                ))
-            }
-            None => return Err(JsonRpcError::invalid_params("missing \"inputResponses\"")),
-        };
-        if let Some((key, _)) = answers.iter().find(|(_, v)| !v.is_object()) {
-            return Err(JsonRpcError::invalid_params(format!(
-                "the answer under \"{key}\" must be an object"
-            )));
-        }
-        let owner = self.owner_of(req);
+    /// Merge the outstanding ones among `answers` into the task, and when
+    /// that answers the last outstanding key, resume the handler. Only the
+    /// writer that wins `input_required → working` resumes it: exactly once
+    /// per round, however many answers race.
+    async fn accept_answers<S>(
+        self: &Arc<Self>,
+        svc: S,
+        task_id: &str,
+        owner: Option<&str>,
+        era: Era,
+        answers: &Map<String, Value>,
+    ) -> Result<(), JsonRpcError>
+    where
+        S: Service<JsonRpcRequest, Response = JsonRpcResponse> + Clone + Send + 'static,
+        S::Future: Send + 'static,
+        S::Error: Send + 'static,
+    {
         for _ in 0..MAX_CAS_RETRIES {
             let record = self
-                .lookup(task_id, owner.as_deref(), Era::Modern)
+                .lookup(task_id, owner, era)
                 .await?
                 .ok_or_else(task_not_found)?;
             let Some(next) = self.apply_answers(&record, answers) else {
                 // Nothing outstanding was answered: ack and change nothing
                 // (R33, R40).
-                return Ok(None);
+                return Ok(());
             };
             match self.store.replace(next.clone(), record.version).await {
-                Ok(()) if next.status == TaskStatus::Working => return Ok(Some(next)),
+                Ok(()) if next.status == TaskStatus::Working => {
+                    let local = self.local(&next);
+                    self.publish(&next, Some(&local));
+                    let request = self.resume_request(&next, &local.token);
+                    let fut: InnerFuture<S::Error> = Box::pin(svc.clone().oneshot(request));
+                    self.spawn_runner(svc, next.id.clone(), local, fut);
+                    return Ok(());
+                }
                 Ok(()) => {
-                    self.publish(&next, &self.span_of(&next.id));
-                    return Ok(None);
+                    self.publish(&next, self.local_of(&next.id).as_ref());
+                    return Ok(());
                 }
                 Err(store::Error::Conflict) => continue,
                 Err(store::Error::NotFound) => return Err(task_not_found()),
@@ -611,8 +838,7 @@ impl Shared {
             match self.store.replace(next.clone(), record.version).await {
                 Ok(()) => {
                     let local = self.forget(&next.id);
-                    let span = local.as_ref().map_or_else(Span::none, |l| l.span.clone());
-                    self.publish(&next, &span);
+                    self.publish(&next, local.as_ref());
                     if let Some(local) = local {
                         local.token.cancel();
                     }
@@ -671,13 +897,18 @@ impl Shared {
             _ => self.cfg.task_window,
         };
         let mut fut: InnerFuture<S::Error> = Box::pin(fut);
-        let fut = match tokio::time::timeout(window, &mut fut).await {
-            Ok(Err(e)) => return Err(e),
-            Ok(Ok(resp)) if is_mrtr(&resp) || matches!(policy, TaskPolicy::Auto { .. }) => {
-                return Ok(resp)
+        // A 2025-11-25 client asked for a task itself: it gets one at once.
+        let fut = if call.era == Era::Legacy {
+            fut
+        } else {
+            match tokio::time::timeout(window, &mut fut).await {
+                Ok(Err(e)) => return Err(e),
+                Ok(Ok(resp)) if is_mrtr(&resp) || matches!(policy, TaskPolicy::Auto { .. }) => {
+                    return Ok(resp)
+                }
+                Ok(Ok(resp)) => Box::pin(std::future::ready(Ok(resp))),
+                Err(_elapsed) => fut,
             }
-            Ok(Ok(resp)) => Box::pin(std::future::ready(Ok(resp))),
-            Err(_elapsed) => fut,
         };
         let task_id = match new_task_id() {
             Ok(id) => id,
@@ -717,6 +948,7 @@ impl Shared {
         let local = Local {
             token: call.token,
             span,
+            peer: call.peer,
         };
         self.locals().insert(record.id.clone(), local.clone());
         let _ = self.events.send(TaskEvent {
@@ -905,12 +1137,12 @@ impl Shared {
                     return Next::Reinvoke(self.resume_request(&next, token));
                 }
                 Ok(()) => {
-                    let span = if next.status.is_terminal() {
-                        self.forget(id).map_or_else(Span::none, |l| l.span)
+                    let local = if next.status.is_terminal() {
+                        self.forget(id)
                     } else {
-                        self.span_of(id)
+                        self.local_of(id)
                     };
-                    self.publish(&next, &span);
+                    self.publish(&next, local.as_ref());
                     return Next::Done;
                 }
                 Err(store::Error::Conflict) => continue,
@@ -1056,4 +1288,30 @@ async fn reap_loop(weak: Weak<Shared>, period: Duration) {
         let Some(shared) = weak.upgrade() else { return };
         shared.reap_once().await;
     }
+}
+
+/// An opaque `tasks/list` cursor: the position `(createdAt, id)` of the last
+/// task shown, hex-encoded. It only positions a listing; whose tasks are
+/// listed always comes from the caller's identity, never from the cursor.
+fn encode_cursor(created_ms: i64, id: &str) -> String {
+    let raw = format!("{created_ms}:{id}");
+    let mut out = String::with_capacity(raw.len() * 2);
+    for b in raw.bytes() {
+        out.push(char::from_digit(u32::from(b >> 4), 16).unwrap_or('0'));
+        out.push(char::from_digit(u32::from(b & 0xf), 16).unwrap_or('0'));
+    }
+    out
+}
+
+fn decode_cursor(cursor: &str) -> Option<(i64, String)> {
+    if cursor.len() % 2 != 0 || cursor.len() > 512 {
+        return None;
+    }
+    let bytes = (0..cursor.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(cursor.get(i..i + 2)?, 16).ok())
+        .collect::<Option<Vec<u8>>>()?;
+    let raw = String::from_utf8(bytes).ok()?;
+    let (created, id) = raw.split_once(':')?;
+    Some((created.parse().ok()?, id.to_owned()))
 }

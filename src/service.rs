@@ -90,6 +90,13 @@ where
             "server/discover" if RequestEra::of(&req).modern => {
                 ResponseFuture::capabilities(self.inner.call(req), Edit::Discover)
             }
+            "initialize" if !RequestEra::of(&req).modern => {
+                ResponseFuture::capabilities(self.inner.call(req), Edit::Initialize)
+            }
+            "tools/list" if !RequestEra::of(&req).modern => {
+                let edit = Edit::ToolsList(Arc::clone(&self.shared));
+                ResponseFuture::capabilities(self.inner.call(req), edit)
+            }
             _ => ResponseFuture::passthrough(self.inner.call(req)),
         }
     }
@@ -110,49 +117,92 @@ where
 {
     fn tools_call(&mut self, req: JsonRpcRequest) -> ResponseFuture<S::Future, S::Error> {
         let era = RequestEra::of(&req);
-        // 2025-11-25 task-augmented calls are not served yet: such calls run
-        // synchronously, and `params.task` is left for the inner service.
-        if !era.modern {
-            return ResponseFuture::passthrough(self.inner.call(req));
-        }
         let name = req
             .params_object()
             .and_then(|p| p.get("name"))
             .and_then(|n| n.as_str())
             .unwrap_or_default();
         let policy = self.shared.cfg.policy(name);
-        match (policy, era.tasks_declared) {
-            (TaskPolicy::Sync, _) | (TaskPolicy::Auto { .. }, false) => {
-                ResponseFuture::passthrough(self.inner.call(req))
+        let as_task = if era.modern {
+            match (policy, era.tasks_declared) {
+                (TaskPolicy::Sync, _) | (TaskPolicy::Auto { .. }, false) => false,
+                (TaskPolicy::Task, false) => {
+                    return answer(JsonRpcResponse::error(req.id, missing_tasks_capability()))
+                }
+                (_, true) => true,
             }
-            (TaskPolicy::Task, false) => {
-                answer(JsonRpcResponse::error(req.id, missing_tasks_capability()))
+        } else {
+            // 2025-11-25: the client asks for a task with `params.task`;
+            // the policy is the tool's `execution.taskSupport`.
+            let requested = req
+                .params_object()
+                .and_then(|p| p.get("task"))
+                .is_some_and(|t| t.is_object());
+            match (policy, requested) {
+                (TaskPolicy::Sync, true) => {
+                    let e = JsonRpcError::method_not_found("tools/call");
+                    let message = format!("Tool {name:?} does not support task-augmented calls");
+                    return answer(JsonRpcResponse::error(
+                        req.id,
+                        JsonRpcError { message, ..e },
+                    ));
+                }
+                (TaskPolicy::Task, false) => {
+                    let e = JsonRpcError::method_not_found("tools/call");
+                    let message = format!("Tool {name:?} must be called as a task");
+                    return answer(JsonRpcResponse::error(
+                        req.id,
+                        JsonRpcError { message, ..e },
+                    ));
+                }
+                (_, requested) => requested,
             }
-            (policy, true) => {
-                self.shared.ensure_reaper();
-                let owner = self.shared.owner_of(&req);
-                let call = ToolCall::from_request(&req, owner, Era::Modern);
-                let mut req = req;
-                req.extensions.insert(call.token.clone());
-                // The runner needs a service of its own to re-invoke the
-                // handler later; the ready one serves this call (see
-                // tower-service's "Be careful when cloning inner services").
-                let clone = self.inner.clone();
-                let fut = self.inner.call(req);
-                let shared = Arc::clone(&self.shared);
-                ResponseFuture::intercepted(Box::pin(shared.tools_call(clone, call, policy, fut)))
-            }
+        };
+        if !as_task {
+            return ResponseFuture::passthrough(self.inner.call(req));
         }
+        self.shared.ensure_reaper();
+        let owner = self.shared.owner_of(&req);
+        let era = if era.modern { Era::Modern } else { Era::Legacy };
+        let call = ToolCall::from_request(&req, owner, era);
+        let mut req = req;
+        req.extensions.insert(call.token.clone());
+        // The runner needs a service of its own to re-invoke the handler
+        // later; the ready one serves this call (see tower-service's "Be
+        // careful when cloning inner services").
+        let clone = self.inner.clone();
+        let fut = self.inner.call(req);
+        let shared = Arc::clone(&self.shared);
+        ResponseFuture::intercepted(Box::pin(shared.tools_call(clone, call, policy, fut)))
     }
 
     fn tasks(&mut self, req: JsonRpcRequest) -> ResponseFuture<S::Future, S::Error> {
         let era = RequestEra::of(&req);
+        let shared = Arc::clone(&self.shared);
         if !era.modern {
-            // The 2025-11-25 task methods are not served yet.
-            return answer(JsonRpcResponse::error(
-                req.id.clone(),
-                JsonRpcError::method_not_found(&req.method),
-            ));
+            shared.ensure_reaper();
+            return match req.method.as_str() {
+                "tasks/get" => ResponseFuture::intercepted(Box::pin(async move {
+                    Ok(shared.tasks_get(req, Era::Legacy).await)
+                })),
+                "tasks/result" => {
+                    let svc = self.inner.clone();
+                    ResponseFuture::intercepted(Box::pin(async move {
+                        Ok(shared.tasks_result(svc, req).await)
+                    }))
+                }
+                "tasks/list" => ResponseFuture::intercepted(Box::pin(async move {
+                    Ok(shared.tasks_list(req).await)
+                })),
+                "tasks/cancel" => ResponseFuture::intercepted(Box::pin(async move {
+                    Ok(shared.tasks_cancel(req, Era::Legacy).await)
+                })),
+                // `tasks/update` does not exist in 2025-11-25 (R76).
+                _ => answer(JsonRpcResponse::error(
+                    req.id.clone(),
+                    JsonRpcError::method_not_found(&req.method),
+                )),
+            };
         }
         match req.method.as_str() {
             // Removed in 2026-07-28 (R10, R11).
@@ -167,14 +217,11 @@ where
             }
             _ => {}
         }
-        self.shared.ensure_reaper();
-        let shared = Arc::clone(&self.shared);
+        shared.ensure_reaper();
         match req.method.as_str() {
-            "tasks/get" => {
-                ResponseFuture::intercepted(Box::pin(
-                    async move { Ok(shared.tasks_get(req).await) },
-                ))
-            }
+            "tasks/get" => ResponseFuture::intercepted(Box::pin(async move {
+                Ok(shared.tasks_get(req, Era::Modern).await)
+            })),
             "tasks/update" => {
                 let svc = self.inner.clone();
                 ResponseFuture::intercepted(Box::pin(async move {
