@@ -446,7 +446,9 @@ where
     }
 }
 
-fn event_stream(stream: impl HttpBody<Data = Bytes, Error = Infallible> + Send + 'static) -> Response {
+fn event_stream(
+    stream: impl HttpBody<Data = Bytes, Error = Infallible> + Send + 'static,
+) -> Response {
     (
         StatusCode::OK,
         [

@@ -1096,7 +1096,7 @@ impl Shared {
                     );
                 }
                 Answer::Input { requests, state } => {
-                    match undeclared(record.meta.as_ref(), requests) {
+                    match undeclared(record.era, record.meta.as_ref(), requests) {
                         Some(error) => {
                             let message = Some(error.message.clone());
                             finish(
@@ -1253,11 +1253,17 @@ fn expose_keys(next: &mut TaskRecord, requests: &std::collections::BTreeMap<Stri
 }
 
 /// The `-32021` error if a request needs a client capability the original
-/// call did not declare (R39).
+/// 2026-07-28 call did not declare (R39).
 fn undeclared(
+    era: Era,
     meta: Option<&Value>,
     requests: &std::collections::BTreeMap<String, InputRequest>,
 ) -> Option<JsonRpcError> {
+    // 2025-11-25 clients declare capabilities once, at `initialize`, which
+    // the layer does not see; the transport's peer refuses what it cannot do.
+    if era != Era::Modern {
+        return None;
+    }
     let caps = meta.and_then(|m| m.get(META_CLIENT_CAPABILITIES));
     for request in requests.values() {
         let declared = request

@@ -125,6 +125,16 @@ pub fn server(seen: Arc<Seen>) -> BoxCloneSyncService<JsonRpcRequest, JsonRpcRes
                         "serverInfo": { "name": "fixture", "version": "1" }
                     }),
                     "ping" => json!({ "resultType": "complete" }),
+                    "initialize" => json!({
+                        "protocolVersion": "2025-11-25",
+                        "capabilities": { "tools": {} },
+                        "serverInfo": { "name": "fixture", "version": "1" }
+                    }),
+                    "tools/list" => json!({ "tools": [
+                        { "name": "echo", "inputSchema": { "type": "object" } },
+                        { "name": "slow", "inputSchema": { "type": "object" }, "execution": { "taskSupport": "forbidden" } },
+                        { "name": "ask", "inputSchema": { "type": "object" } },
+                    ] }),
                     _ => {
                         return Ok(JsonRpcResponse::error(
                             id,
