@@ -8,12 +8,13 @@
 use std::convert::Infallible;
 use std::time::{Duration, Instant};
 
+use mcp_task_layer::client::{Started, TaskClient};
 use mcp_task_layer::{
-    resolve_poll_interval, DetailedTask, JsonRpcRequest, JsonRpcResponse, MemoryStore, TaskLayer,
-    TaskPolicy, TaskPollDecision, TaskResumeContext,
+    resolve_poll_interval, JsonRpcRequest, JsonRpcResponse, MemoryStore, TaskLayer, TaskPolicy,
+    TaskPollDecision, TaskResumeContext, TaskStatus,
 };
-use serde_json::{json, Value};
-use tower::{service_fn, ServiceBuilder, ServiceExt};
+use serde_json::json;
+use tower::{service_fn, ServiceBuilder};
 
 /// The user's MCP server. It knows nothing about tasks: `deploy` works a
 /// little, asks for approval MRTR-style, and finishes once approved.
@@ -50,16 +51,6 @@ async fn mcp_server(req: JsonRpcRequest) -> Result<JsonRpcResponse, Infallible> 
     Ok(JsonRpcResponse::result(req.id, result))
 }
 
-fn request(id: i64, method: &str, mut params: Value) -> JsonRpcRequest {
-    params["_meta"] = json!({
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": {
-            "elicitation": {}, "extensions": {"io.modelcontextprotocol/tasks": {}}
-        }
-    });
-    JsonRpcRequest::new(id, method, params)
-}
-
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
     let server = ServiceBuilder::new()
@@ -75,54 +66,44 @@ async fn main() {
         )
         .service(service_fn(mcp_server));
     let start = Instant::now();
-    let at = || format!("{:>7.3}s", start.elapsed().as_secs_f64());
+    let at = move || format!("{:>7.3}s", start.elapsed().as_secs_f64());
 
-    let created = server
-        .clone()
-        .oneshot(request(
-            1,
-            "tools/call",
-            json!({"name": "deploy", "arguments": {"version": "v2"}}),
-        ))
+    // The client half. `TaskClient::call_tool` would do all of the below in
+    // one call; the steps are spelled out to show each state.
+    let client = TaskClient::new(server).with_capability("elicitation", json!({}));
+    let Started::Task { task_id, .. } = client
+        .start_tool("deploy", json!({"version": "v2"}))
         .await
-        .unwrap();
-    let created = created.result_value().unwrap().clone();
-    let task_id = created["taskId"]
-        .as_str()
-        .expect("the call became a task")
-        .to_owned();
+        .expect("tools/call")
+    else {
+        panic!("deploy finished within its budget; expected a task");
+    };
     println!(
-        "{}  tools/call → resultType {} ({} after the 100 ms budget)",
-        at(),
-        created["resultType"],
-        created["status"]
+        "{}  tools/call → a task (still working after the 100 ms budget)",
+        at()
     );
     println!("           task id {task_id}");
 
-    let mut last_status = String::new();
-    let mut id = 2;
+    let mut last = None;
     loop {
-        id += 1;
-        let resp = server
-            .clone()
-            .oneshot(request(id, "tasks/get", json!({"taskId": task_id})))
-            .await
-            .unwrap();
-        let task: DetailedTask =
-            serde_json::from_value(resp.result_value().unwrap().clone()).unwrap();
-        let status = task.status().to_string();
-        if status != last_status {
-            println!("{}  tasks/get  → {status}", at());
-            last_status = status;
+        let (task, decision) = client.poll(&task_id).await.expect("tasks/get");
+        if last != Some(task.status()) {
+            println!("{}  tasks/get  → {}", at(), task.status());
+            last = Some(task.status());
         }
-        match task.poll_decision() {
-            TaskPollDecision::Terminal { .. } => {
-                let result = task.result().expect("completed");
-                println!("{}  result: {}", at(), result["content"][0]["text"]);
-                break;
+        match decision {
+            TaskPollDecision::InProgress { poll_hint } => {
+                let wait = resolve_poll_interval(
+                    None,
+                    poll_hint,
+                    Duration::from_secs(1),
+                    Duration::from_millis(50),
+                );
+                tokio::time::sleep(wait).await;
             }
             TaskPollDecision::InputRequired => {
-                for (key, req) in task.input_requests().unwrap() {
+                let mut answers = serde_json::Map::new();
+                for (key, req) in task.input_requests().into_iter().flatten() {
                     let message = req
                         .params
                         .as_ref()
@@ -132,26 +113,31 @@ async fn main() {
                         "{}  input requested under {key:?}: {message} → answering yes",
                         at()
                     );
-                    id += 1;
-                    let ack = server
-                        .clone()
-                        .oneshot(request(id, "tasks/update", json!({
-                            "taskId": task_id,
-                            "inputResponses": {key: {"action": "accept", "content": {"approved": true}}}
-                        })))
-                        .await
-                        .unwrap();
-                    println!("{}  tasks/update → {}", at(), ack.result_value().unwrap());
+                    answers.insert(
+                        key.clone(),
+                        json!({"action": "accept", "content": {"approved": true}}),
+                    );
                 }
+                client
+                    .answer(&task_id, answers)
+                    .await
+                    .expect("tasks/update");
+                println!("{}  tasks/update → acknowledged", at());
             }
-            TaskPollDecision::InProgress { poll_hint } => {
-                let wait = resolve_poll_interval(
-                    None,
-                    poll_hint,
-                    Duration::from_secs(1),
-                    Duration::from_millis(50),
+            TaskPollDecision::Terminal {
+                status: TaskStatus::Completed,
+            } => {
+                let (task, _) = client.poll(&task_id).await.expect("tasks/get");
+                println!(
+                    "{}  result: {}",
+                    at(),
+                    task.result().expect("completed")["content"][0]["text"]
                 );
-                tokio::time::sleep(wait).await;
+                break;
+            }
+            TaskPollDecision::Terminal { status } => {
+                println!("{}  ended {status}", at());
+                break;
             }
             _ => unreachable!("no other decision exists today"),
         }

@@ -75,3 +75,7 @@ pub fn resolve_poll_interval(
         .unwrap_or(default)
         .max(floor)
 }
+
+mod caller;
+
+pub use caller::{ClientEra, ClientError, InputHandler, Started, TaskClient};
