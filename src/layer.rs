@@ -151,6 +151,16 @@ impl TaskLayer {
         self.map_config(|c| c.task_window = window)
     }
 
+    /// Bounds on client input and stored data (see [`Limits`]).
+    pub fn with_limits(self, limits: crate::Limits) -> Self {
+        self.map_config(|c| c.limits = limits)
+    }
+
+    /// How many tasks a 2025-11-25 `tasks/list` page holds (default 50).
+    pub fn with_list_page_size(self, size: usize) -> Self {
+        self.map_config(|c| c.list_page_size = size.max(1))
+    }
+
     /// How often expired tasks are reaped (default every second).
     pub fn with_reap_interval(self, interval: Duration) -> Self {
         self.map_config(|c| c.reap_interval = interval)

@@ -73,6 +73,7 @@ mod future;
 mod http;
 pub mod jsonrpc;
 mod layer;
+mod limits;
 pub mod peer;
 pub mod protocol;
 mod runtime;
@@ -87,6 +88,7 @@ pub use context::{TaskId, TaskOwner, TaskResumeContext};
 pub use future::ResponseFuture;
 pub use jsonrpc::{JsonRpcError, JsonRpcRequest, JsonRpcResponse, RequestId};
 pub use layer::{TaskLayer, TaskPolicy};
+pub use limits::Limits;
 pub use peer::{ClientPeer, Peer};
 pub use protocol::{
     DetailedTask, InputRequest, InputRequests, InputResponses, Task, TaskMetadata, TaskStatus,

@@ -17,6 +17,7 @@ use tracing::{debug, info, warn, Instrument, Span};
 use crate::context::{TaskId, TaskOwner, TaskResumeContext};
 use crate::jsonrpc::{JsonRpcError, JsonRpcRequest, JsonRpcResponse, RequestId};
 use crate::layer::{default_owner, TaskPolicy};
+use crate::limits::{json_size, Limits};
 use crate::peer::Peer;
 use crate::protocol::{
     DetailedTask, InputRequest, InputResponses, TaskMetadata, TaskStatus, META_CLIENT_CAPABILITIES,
@@ -45,6 +46,7 @@ pub(crate) struct Config {
     pub(crate) task_window: Duration,
     pub(crate) reap_interval: Duration,
     pub(crate) list_page_size: usize,
+    pub(crate) limits: Limits,
     pub(crate) owner: OwnerFn,
 }
 
@@ -60,6 +62,7 @@ impl Default for Config {
             task_window: Duration::ZERO,
             reap_interval: Duration::from_secs(1),
             list_page_size: 50,
+            limits: Limits::default(),
             owner: Arc::new(default_owner),
         }
     }
@@ -614,13 +617,9 @@ impl Shared {
             let answer = peer
                 .request(pending.request.method.clone(), Value::Object(params))
                 .await?;
-            if !answer.is_object() {
-                return Err(JsonRpcError::invalid_params(
-                    "the answer to an input request must be an object",
-                ));
-            }
             let mut answers = Map::new();
             answers.insert(key.clone(), answer);
+            self.cfg.limits.check_answers(&answers)?;
             self.accept_answers(svc.clone(), &record.id, owner, Era::Legacy, &answers)
                 .await?;
         }
@@ -697,11 +696,7 @@ impl Shared {
                 }
                 None => return Err(JsonRpcError::invalid_params("missing \"inputResponses\"")),
             };
-            if let Some((key, _)) = answers.iter().find(|(_, v)| !v.is_object()) {
-                return Err(JsonRpcError::invalid_params(format!(
-                    "the answer under \"{key}\" must be an object"
-                )));
-            }
+            self.cfg.limits.check_answers(answers)?;
             let owner = self.owner_of(&req);
             self.accept_answers(svc, task_id, owner.as_deref(), Era::Modern, answers)
                 .await
@@ -739,6 +734,12 @@ impl Shared {
                 // (R33, R40).
                 return Ok(());
             };
+            if next.input_responses.len() > self.cfg.limits.max_accumulated_responses {
+                return Err(JsonRpcError::invalid_params(format!(
+                    "the task has accumulated more than {} answers",
+                    self.cfg.limits.max_accumulated_responses
+                )));
+            }
             match self.store.replace(next.clone(), record.version).await {
                 Ok(()) if next.status == TaskStatus::Working => {
                     let local = self.local(&next);
@@ -1054,7 +1055,7 @@ impl Shared {
         token: &CancellationToken,
         state_only: &mut u32,
     ) -> Next {
-        let answer = Answer::from_output(out);
+        let answer = Answer::from_output(out).bounded(self.cfg.limits.max_result_bytes);
         for _ in 0..MAX_CAS_RETRIES {
             let record = match self.store.get(id, self.now_ms()).await {
                 Ok(Some(r)) => r,
@@ -1168,6 +1169,31 @@ enum Answer {
 }
 
 impl Answer {
+    /// A result or error too large to store fails the task instead.
+    fn bounded(self, max_bytes: usize) -> Self {
+        let size = match &self {
+            Answer::Result(r) => r.iter().map(|(k, v)| k.len() + json_size(v)).sum(),
+            Answer::Error(e) => e.message.len() + e.data.as_ref().map_or(0, json_size),
+            Answer::Input { requests, .. } => requests
+                .values()
+                .map(|r| {
+                    r.method.len()
+                        + r.params
+                            .as_ref()
+                            .map_or(0, |p| p.iter().map(|(k, v)| k.len() + json_size(v)).sum())
+                })
+                .sum(),
+            Answer::StateOnly(s) => s.len(),
+        };
+        if size > max_bytes {
+            Answer::Error(JsonRpcError::internal(format!(
+                "the tool's answer is larger than {max_bytes} bytes and cannot be stored"
+            )))
+        } else {
+            self
+        }
+    }
+
     fn from_output<E>(out: Result<JsonRpcResponse, E>) -> Self {
         let value = match out {
             Err(_) => return Answer::Error(JsonRpcError::internal("the tool's service failed")),

@@ -161,6 +161,18 @@ where
         if !as_task {
             return ResponseFuture::passthrough(self.inner.call(req));
         }
+        if let Some(params) = req.params_object() {
+            let null = serde_json::Value::Null;
+            let arguments = params.get("arguments").unwrap_or(&null);
+            if let Err(e) = self
+                .shared
+                .cfg
+                .limits
+                .check_arguments(arguments, params.get("_meta"))
+            {
+                return answer(JsonRpcResponse::error(req.id, e));
+            }
+        }
         self.shared.ensure_reaper();
         let owner = self.shared.owner_of(&req);
         let era = if era.modern { Era::Modern } else { Era::Legacy };
