@@ -74,6 +74,11 @@ mod http;
 pub mod jsonrpc;
 mod layer;
 mod limits;
+#[cfg(feature = "metrics")]
+#[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
+pub mod metrics;
+#[cfg(not(feature = "metrics"))]
+mod metrics;
 pub mod peer;
 pub mod protocol;
 mod runtime;

@@ -148,7 +148,7 @@ mod tests {
         assert_eq!(depth(&json!({"a": {"b": [1]}})), 3);
         let mut deep = json!(0);
         for _ in 0..10_000 {
-            deep = json!([deep]);
+            deep = Value::Array(vec![deep]);
         }
         assert_eq!(depth(&deep), 10_000, "no recursion, no stack overflow");
         // Dropping a 10k-deep Value recurses inside serde_json; keep it.

@@ -137,6 +137,8 @@ struct Local {
     /// Where to send 2025-11-25 status notifications, if the transport of
     /// the creating request offered a way back.
     peer: Option<Peer>,
+    /// The last status this process wrote or saw (for the active gauge).
+    status: TaskStatus,
 }
 
 pub(crate) struct Shared {
@@ -333,6 +335,7 @@ impl Shared {
                 token: CancellationToken::new(),
                 span: task_span(&record.id, &record.tool_name),
                 peer: None,
+                status: record.status,
             })
             .clone()
     }
@@ -348,7 +351,11 @@ impl Shared {
     /// Announce a written status: log it in the task's span, send it on the
     /// event channel, and (2025-11-25) notify the creating client if its
     /// transport left a way back.
-    fn publish(&self, record: &TaskRecord, local: Option<&Local>) {
+    fn publish(&self, prev: TaskStatus, record: &TaskRecord, local: Option<&Local>) {
+        crate::metrics::transition(prev, record.status);
+        if let Some(l) = self.locals().get_mut(&record.id) {
+            l.status = record.status;
+        }
         let span = local.map_or_else(Span::none, |l| l.span.clone());
         info!(parent: &span, status = %record.status, version = record.version, "task status");
         if record.era == Era::Legacy {
@@ -382,7 +389,9 @@ impl Shared {
             match self.store.delete_expired(self.now_ms(), REAP_BATCH).await {
                 Ok(ids) => {
                     for id in &ids {
-                        if let Some(local) = self.forget(id) {
+                        let local = self.forget(id);
+                        crate::metrics::expired(local.as_ref().map(|l| l.status));
+                        if let Some(local) = local {
                             // Expiry is a cancellation signal for a handler
                             // that is still running.
                             local.token.cancel();
@@ -743,14 +752,15 @@ impl Shared {
             match self.store.replace(next.clone(), record.version).await {
                 Ok(()) if next.status == TaskStatus::Working => {
                     let local = self.local(&next);
-                    self.publish(&next, Some(&local));
+                    self.publish(record.status, &next, Some(&local));
                     let request = self.resume_request(&next, &local.token);
                     let fut: InnerFuture<S::Error> = Box::pin(svc.clone().oneshot(request));
-                    self.spawn_runner(svc, next.id.clone(), local, fut);
+                    let resumed = Some(tokio::time::Instant::now());
+                    self.spawn_runner(svc, next.id.clone(), local, fut, resumed);
                     return Ok(());
                 }
                 Ok(()) => {
-                    self.publish(&next, self.local_of(&next.id).as_ref());
+                    self.publish(record.status, &next, self.local_of(&next.id).as_ref());
                     return Ok(());
                 }
                 Err(store::Error::Conflict) => continue,
@@ -839,7 +849,7 @@ impl Shared {
             match self.store.replace(next.clone(), record.version).await {
                 Ok(()) => {
                     let local = self.forget(&next.id);
-                    self.publish(&next, local.as_ref());
+                    self.publish(record.status, &next, local.as_ref());
                     if let Some(local) = local {
                         local.token.cancel();
                     }
@@ -950,6 +960,7 @@ impl Shared {
             token: call.token,
             span,
             peer: call.peer,
+            status: record.status,
         };
         self.locals().insert(record.id.clone(), local.clone());
         let _ = self.events.send(TaskEvent {
@@ -958,7 +969,8 @@ impl Shared {
             version: record.version,
         });
         let created = self.create_result(&record);
-        self.spawn_runner(svc, record.id, local, fut);
+        crate::metrics::created(record.era);
+        self.spawn_runner(svc, record.id, local, fut, None);
         Ok(JsonRpcResponse::result(call.id, created))
     }
 
@@ -1007,6 +1019,7 @@ impl Shared {
         id: String,
         local: Local,
         first: InnerFuture<S::Error>,
+        resumed_at: Option<tokio::time::Instant>,
     ) where
         S: Service<JsonRpcRequest, Response = JsonRpcResponse> + Clone + Send + 'static,
         S::Future: Send + 'static,
@@ -1014,16 +1027,23 @@ impl Shared {
     {
         let shared = Arc::clone(self);
         let span = local.span.clone();
-        tokio::spawn(shared.run(svc, id, local.token, first).instrument(span));
+        tokio::spawn(
+            shared
+                .run(svc, id, local.token, first, resumed_at)
+                .instrument(span),
+        );
     }
 
-    /// Drive the handler until the task is terminal or waits for input.
+    /// Drive the handler until the task is terminal or waits for input. A
+    /// tripped token gives the handler the cancel grace to stop on its own;
+    /// then its future is dropped (aborted).
     async fn run<S>(
         self: Arc<Self>,
         svc: S,
         id: String,
         token: CancellationToken,
         mut fut: InnerFuture<S::Error>,
+        mut resumed_at: Option<tokio::time::Instant>,
     ) where
         S: Service<JsonRpcRequest, Response = JsonRpcResponse> + Clone + Send + 'static,
         S::Future: Send + 'static,
@@ -1031,15 +1051,36 @@ impl Shared {
     {
         let grace = self.cfg.cancel_grace;
         let mut state_only = 0u32;
+        let mut cancelled_at: Option<tokio::time::Instant> = None;
         loop {
+            let give_up = async {
+                match cancelled_at {
+                    Some(at) => tokio::time::sleep_until(at + grace).await,
+                    None => std::future::pending().await,
+                }
+            };
             let out = tokio::select! {
+                // Notice the cancellation before the handler's answer to it.
+                biased;
+                () = token.cancelled(), if cancelled_at.is_none() => {
+                    cancelled_at = Some(tokio::time::Instant::now());
+                    continue;
+                }
                 out = &mut fut => out,
-                () = async { token.cancelled().await; tokio::time::sleep(grace).await } => {
+                () = give_up => {
                     debug!("the handler outlived its cancel grace; aborting it");
+                    crate::metrics::cancel_stopped(grace);
                     return;
                 }
             };
-            match self.settle(&id, out, &token, &mut state_only).await {
+            if let Some(at) = cancelled_at {
+                crate::metrics::cancel_stopped(at.elapsed());
+            }
+            let next = self.settle(&id, out, &token, &mut state_only).await;
+            if let Some(at) = resumed_at.take() {
+                crate::metrics::resumed(at.elapsed());
+            }
+            match next {
                 Next::Done => return,
                 Next::Reinvoke(req) => fut = Box::pin(svc.clone().oneshot(req)),
             }
@@ -1143,7 +1184,7 @@ impl Shared {
                     } else {
                         self.local_of(id)
                     };
-                    self.publish(&next, local.as_ref());
+                    self.publish(record.status, &next, local.as_ref());
                     return Next::Done;
                 }
                 Err(store::Error::Conflict) => continue,
