@@ -608,6 +608,11 @@ impl ClientPeer for StreamPeer {
         }
         Box::pin(std::future::ready(()))
     }
+
+    fn closed(&self) -> BoxFuture<'static, ()> {
+        let outgoing = self.outgoing.clone();
+        Box::pin(async move { outgoing.closed().await })
+    }
 }
 
 fn stream_closed() -> JsonRpcError {

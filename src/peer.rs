@@ -27,6 +27,12 @@ pub trait ClientPeer: Send + Sync + 'static {
 
     /// Send a notification; best effort.
     fn notify(&self, method: String, params: Value) -> BoxFuture<'static, ()>;
+
+    /// Resolves when the client can no longer be reached (the stream
+    /// closed). The default never resolves.
+    fn closed(&self) -> BoxFuture<'static, ()> {
+        Box::pin(std::future::pending())
+    }
 }
 
 /// A [`ClientPeer`] in request extensions.

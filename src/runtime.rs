@@ -23,6 +23,9 @@ use crate::protocol::{
     DetailedTask, InputRequest, InputResponses, TaskMetadata, TaskStatus, META_CLIENT_CAPABILITIES,
     META_PROTOCOL_VERSION, META_RELATED_TASK, TASKS_EXTENSION,
 };
+
+/// `_meta` key tying a notification to its `subscriptions/listen` request.
+const META_SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 use crate::store::{self, BoxFuture, Era, PendingInput, TaskOutcome, TaskRecord, TaskStore};
 use crate::TaskEvent;
 
@@ -145,6 +148,9 @@ pub(crate) struct Shared {
     pub(crate) store: Arc<dyn TaskStore>,
     pub(crate) cfg: Config,
     pub(crate) events: broadcast::Sender<TaskEvent>,
+    /// Every written record, for `subscriptions/listen` streams; only fed
+    /// while one is open.
+    snapshots: broadcast::Sender<Arc<TaskRecord>>,
     clock: Clock,
     local: Mutex<HashMap<String, Local>>,
     reaper: OnceLock<()>,
@@ -308,6 +314,7 @@ impl Shared {
             store,
             cfg,
             events,
+            snapshots: broadcast::channel(1024).0,
             clock: Clock::new(),
             local: Mutex::new(HashMap::new()),
             reaper: OnceLock::new(),
@@ -364,11 +371,121 @@ impl Shared {
                 tokio::spawn(peer.notify("notifications/tasks/status".into(), params));
             }
         }
+        if self.snapshots.receiver_count() > 0 {
+            let _ = self.snapshots.send(Arc::new(record.clone()));
+        }
         let _ = self.events.send(TaskEvent {
             task_id: record.id.clone(),
             status: record.status,
             version: record.version,
         });
+    }
+
+    /// `subscriptions/listen` with `notifications.taskIds` (2026-07-28):
+    /// acknowledge the ids the caller may see, then push
+    /// `notifications/tasks` (what `tasks/get` would return, without
+    /// `resultType`, tagged with the subscription id) on every change of
+    /// those tasks, in order, through the request's [`Peer`]. Answers when
+    /// every watched task has ended or the client has gone.
+    pub(crate) async fn listen(&self, req: JsonRpcRequest) -> JsonRpcResponse {
+        let id = req.id.clone();
+        match self.listen_inner(&req).await {
+            Ok(()) => ack(id),
+            Err(e) => JsonRpcResponse::error(id, e),
+        }
+    }
+
+    async fn listen_inner(&self, req: &JsonRpcRequest) -> Result<(), JsonRpcError> {
+        const MAX_WATCHED: usize = 1024;
+        let asked = req
+            .params_object()
+            .and_then(|p| p.get("notifications"))
+            .and_then(|n| n.get("taskIds"))
+            .and_then(Value::as_array)
+            .ok_or_else(|| {
+                JsonRpcError::invalid_params("\"notifications.taskIds\" must be an array")
+            })?;
+        if asked.len() > MAX_WATCHED {
+            return Err(JsonRpcError::invalid_params(format!(
+                "at most {MAX_WATCHED} task ids per subscription"
+            )));
+        }
+        let peer = req.extensions.get::<Peer>().cloned().ok_or_else(|| {
+            JsonRpcError::new(
+                crate::jsonrpc::code::INVALID_REQUEST,
+                "subscriptions/listen needs a transport that can stream notifications",
+            )
+        })?;
+        let subscription = serde_json::to_value(&req.id).unwrap_or(Value::Null);
+        let owner = self.owner_of(req);
+        // Subscribe before reading, so no change falls in between.
+        let mut snapshots = self.snapshots.subscribe();
+        let mut watched: HashMap<String, u64> = HashMap::new();
+        let mut order = Vec::new();
+        for task_id in asked.iter().filter_map(Value::as_str) {
+            if watched.contains_key(task_id) {
+                continue;
+            }
+            if let Some(r) = self.lookup(task_id, owner.as_deref(), Era::Modern).await? {
+                if !r.status.is_terminal() {
+                    watched.insert(r.id.clone(), r.version);
+                }
+                order.push(Value::String(r.id.clone()));
+            }
+        }
+        let meta = json!({ META_SUBSCRIPTION_ID: subscription });
+        peer.notify(
+            "notifications/subscriptions/acknowledged".into(),
+            json!({ "notifications": { "taskIds": order }, "_meta": meta }),
+        )
+        .await;
+        let closed = peer.closed();
+        tokio::pin!(closed);
+        while !watched.is_empty() {
+            let record = tokio::select! {
+                snapshot = snapshots.recv() => match snapshot {
+                    Ok(r) => r,
+                    Err(broadcast::error::RecvError::Lagged(_)) => {
+                        // Too slow to see every write: catch up from the store.
+                        let ids: Vec<String> = watched.keys().cloned().collect();
+                        for task_id in ids {
+                            match self.lookup(&task_id, owner.as_deref(), Era::Modern).await? {
+                                Some(r) => self.push_change(&peer, &meta, &mut watched, &r).await,
+                                None => { watched.remove(&task_id); }
+                            }
+                        }
+                        continue;
+                    }
+                    Err(broadcast::error::RecvError::Closed) => break,
+                },
+                () = &mut closed => break,
+            };
+            self.push_change(&peer, &meta, &mut watched, &record).await;
+        }
+        Ok(())
+    }
+
+    /// Notify one watched task's change, once per version.
+    async fn push_change(
+        &self,
+        peer: &Peer,
+        meta: &Value,
+        watched: &mut HashMap<String, u64>,
+        r: &TaskRecord,
+    ) {
+        let Some(seen) = watched.get_mut(&r.id) else {
+            return;
+        };
+        if r.version <= *seen {
+            return;
+        }
+        *seen = r.version;
+        if r.status.is_terminal() {
+            watched.remove(&r.id);
+        }
+        let mut params = serde_json::to_value(self.detailed(r)).unwrap_or_default();
+        params["_meta"] = meta.clone();
+        peer.notify("notifications/tasks".into(), params).await;
     }
 
     /// Start the background reaper once, on the runtime of the first

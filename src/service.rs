@@ -87,6 +87,15 @@ where
             "tasks/get" | "tasks/update" | "tasks/cancel" | "tasks/result" | "tasks/list" => {
                 self.tasks(req)
             }
+            "subscriptions/listen" if wants_task_notifications(&req) => {
+                let era = RequestEra::of(&req);
+                if !era.tasks_declared {
+                    // R55.
+                    return answer(JsonRpcResponse::error(req.id, missing_tasks_capability()));
+                }
+                let shared = Arc::clone(&self.shared);
+                ResponseFuture::intercepted(Box::pin(async move { Ok(shared.listen(req).await) }))
+            }
             "server/discover" if RequestEra::of(&req).modern => {
                 ResponseFuture::capabilities(self.inner.call(req), Edit::Discover)
             }
@@ -100,6 +109,16 @@ where
             _ => ResponseFuture::passthrough(self.inner.call(req)),
         }
     }
+}
+
+/// A 2026-07-28 `subscriptions/listen` that asks for task notifications;
+/// other subscriptions are the inner server's.
+fn wants_task_notifications(req: &JsonRpcRequest) -> bool {
+    RequestEra::of(req).modern
+        && req
+            .params_object()
+            .and_then(|p| p.get("notifications"))
+            .is_some_and(|n| n.get("taskIds").is_some())
 }
 
 fn answer<F, E>(resp: JsonRpcResponse) -> ResponseFuture<F, E>

@@ -163,7 +163,8 @@ pub fn server(seen: Arc<Seen>) -> BoxCloneSyncService<JsonRpcRequest, JsonRpcRes
             ) {
                 // Some work before asking, so these become tasks first and
                 // ask inside the task. `ask_now` asks at once (plain MRTR).
-                tokio::time::sleep(Duration::from_millis(1)).await;
+                let ms = params["arguments"]["delay_ms"].as_u64().unwrap_or(1);
+                tokio::time::sleep(Duration::from_millis(ms)).await;
             }
             let result = match tool.as_str() {
                 "echo" => text(params["arguments"]["text"].as_str().unwrap_or("")),

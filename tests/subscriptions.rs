@@ -1,0 +1,315 @@
+//! Push instead of poll: `subscriptions/listen` with `notifications.taskIds`
+//! (R55-R57), in process and over real HTTP with SSE.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{accept, err, meta, ok, Client};
+use mcp_task_layer::store::BoxFuture;
+use mcp_task_layer::{
+    ClientPeer, JsonRpcError, JsonRpcRequest, JsonRpcResponse, Peer, TaskOwner, TaskStatus,
+};
+use serde_json::{json, Value};
+use tokio::sync::mpsc;
+use tower::ServiceExt;
+
+/// A client end that forwards every notification to a channel.
+#[derive(Clone)]
+struct Listener(mpsc::UnboundedSender<(String, Value)>);
+
+impl ClientPeer for Listener {
+    fn request(&self, _: String, _: Value) -> BoxFuture<'static, Result<Value, JsonRpcError>> {
+        Box::pin(async { Err(JsonRpcError::internal("not expected")) })
+    }
+    fn notify(&self, method: String, params: Value) -> BoxFuture<'static, ()> {
+        let _ = self.0.send((method, params));
+        Box::pin(async {})
+    }
+}
+
+fn listen_request(id: i64, task_ids: &[&str], tasks: bool, owner: Option<&str>) -> JsonRpcRequest {
+    let mut req = JsonRpcRequest::new(
+        id,
+        "subscriptions/listen",
+        json!({"notifications": {"taskIds": task_ids}, "_meta": meta(tasks)}),
+    );
+    if let Some(o) = owner {
+        req.extensions.insert(TaskOwner::new(o));
+    }
+    req
+}
+
+#[tokio::test(start_paused = true)]
+async fn r56_changes_are_pushed_in_order_as_tasks_get_would_show_them() {
+    let mut c = Client::new(common::layer());
+    c.owner = Some("alice".into());
+    let mine = c.start("ask", json!({})).await;
+    let bob = c.as_owner("bob");
+    let theirs = bob.start("hang", json!({})).await;
+
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let mut req = listen_request(77, &[&mine, &theirs, "unknown"], true, Some("alice"));
+    req.extensions.insert(Peer::new(Listener(tx)));
+    let listening = tokio::spawn(c.svc.clone().oneshot(req));
+
+    let (method, ack) = rx.recv().await.unwrap();
+    assert_eq!(method, "notifications/subscriptions/acknowledged");
+    assert_eq!(
+        ack["notifications"]["taskIds"],
+        json!([mine]),
+        "only the caller's known tasks"
+    );
+    assert_eq!(ack["_meta"]["io.modelcontextprotocol/subscriptionId"], 77);
+
+    let mut statuses = Vec::new();
+    let mut answered = false;
+    while let Some((method, params)) = rx.recv().await {
+        assert_eq!(
+            method, "notifications/tasks",
+            "R57: nothing but task notifications"
+        );
+        assert_eq!(
+            params["_meta"]["io.modelcontextprotocol/subscriptionId"], 77,
+            "R56"
+        );
+        assert!(params.get("resultType").is_none(), "R56: no resultType");
+        let mut body = c.get_ok(&mine).await;
+        body.as_object_mut().unwrap().remove("resultType");
+        let mut pushed = params.clone();
+        pushed.as_object_mut().unwrap().remove("_meta");
+        if pushed["status"] == body["status"] {
+            assert_eq!(pushed, body, "R56: what tasks/get returns at that moment");
+        }
+        statuses.push(params["status"].as_str().unwrap().to_owned());
+        if params["status"] == "input_required" && !answered {
+            answered = true;
+            ok(&c
+                .update(&mine, json!({"name": accept("name", "Ada")}))
+                .await);
+        }
+        if params["status"] == "completed" {
+            break;
+        }
+    }
+    assert_eq!(statuses, ["input_required", "working", "completed"]);
+    let done = listening.await.unwrap().unwrap();
+    assert_eq!(
+        ok(&done),
+        &json!({"resultType": "complete"}),
+        "answered once every task ended"
+    );
+    let _ = c.wait_for(&mine, TaskStatus::Completed).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn r55_listen_for_tasks_without_the_extension_is_32021() {
+    let c = Client::new(common::layer());
+    let id = c.start("hang", json!({})).await;
+    let (tx, _rx) = mpsc::unbounded_channel();
+    let mut req = listen_request(5, &[&id], false, None);
+    req.extensions.insert(Peer::new(Listener(tx)));
+    let resp: JsonRpcResponse = c.svc.clone().oneshot(req).await.unwrap();
+    assert_eq!(err(&resp).code, -32021, "R55");
+    // Other subscriptions are the inner server's business.
+    let other = JsonRpcRequest::new(
+        6,
+        "subscriptions/listen",
+        json!({"notifications": {"toolsListChanged": true}, "_meta": meta(true)}),
+    );
+    let resp = c.svc.clone().oneshot(other).await.unwrap();
+    assert_eq!(
+        err(&resp).code,
+        -32601,
+        "passed through to the inner server"
+    );
+}
+
+// ----- over HTTP -----
+
+#[cfg(feature = "axum")]
+mod http {
+    use super::*;
+    use bytes::Bytes;
+    use http_body_util::{BodyExt, Full};
+    use hyper::header::{CONTENT_TYPE, HOST};
+    use hyper::Request;
+    use hyper_util::rt::TokioIo;
+    use mcp_task_layer::McpEndpoint;
+    use std::net::SocketAddr;
+    use tokio::net::TcpStream;
+    use tower::ServiceBuilder;
+
+    async fn post(
+        addr: SocketAddr,
+        body: &Value,
+        owner: &str,
+    ) -> hyper::Response<hyper::body::Incoming> {
+        let stream = TcpStream::connect(addr).await.unwrap();
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        let method = body["method"].as_str().unwrap();
+        let mut req = Request::post("/mcp")
+            .header(HOST, addr.to_string())
+            .header(CONTENT_TYPE, "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("authorization", format!("Bearer {owner}"))
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", method);
+        if let Some(name) = body["params"]["taskId"]
+            .as_str()
+            .or(body["params"]["name"].as_str())
+        {
+            req = req.header("mcp-name", name);
+        }
+        sender
+            .send_request(req.body(Full::new(Bytes::from(body.to_string()))).unwrap())
+            .await
+            .unwrap()
+    }
+
+    async fn json_of(resp: hyper::Response<hyper::body::Incoming>) -> Value {
+        let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+        serde_json::from_slice(&bytes).unwrap()
+    }
+
+    fn rpc(id: i64, method: &str, mut params: Value) -> Value {
+        params["_meta"] = meta(true);
+        json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+    }
+
+    /// Reads `data:` lines of an SSE body as JSON, one message per event.
+    struct Sse(hyper::body::Incoming, String);
+
+    impl Sse {
+        async fn next(&mut self) -> Option<Value> {
+            let next = async {
+                loop {
+                    if let Some(end) = self.1.find("\n\n") {
+                        let event: String = self.1.drain(..end + 2).collect();
+                        let data = event
+                            .lines()
+                            .find_map(|l| l.strip_prefix("data: "))?
+                            .to_owned();
+                        return Some(serde_json::from_str(&data).unwrap());
+                    }
+                    let frame = self.0.frame().await?.unwrap();
+                    if let Ok(data) = frame.into_data() {
+                        self.1.push_str(std::str::from_utf8(&data).unwrap());
+                    }
+                }
+            };
+            tokio::time::timeout(Duration::from_secs(20), next)
+                .await
+                .expect("an event in time")
+        }
+    }
+
+    #[tokio::test]
+    async fn a_subscriber_sees_every_transition_over_sse_without_polling() {
+        let seen = Arc::new(common::Seen::default());
+        let svc = ServiceBuilder::new()
+            .layer(common::layer())
+            .service(common::server(Arc::clone(&seen)));
+        let app = McpEndpoint::new(svc)
+            .with_identity(|parts, ext| {
+                let owner = parts
+                    .headers
+                    .get("authorization")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("");
+                ext.insert(TaskOwner::new(owner.trim_start_matches("Bearer ")));
+            })
+            .into_router("/mcp");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+
+        let created = json_of(
+            post(
+                addr,
+                &rpc(
+                    1,
+                    "tools/call",
+                    json!({"name": "ask", "arguments": {"delay_ms": 500}}),
+                ),
+                "alice",
+            )
+            .await,
+        )
+        .await;
+        let mine = created["result"]["taskId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{created}"))
+            .to_owned();
+        let created = json_of(
+            post(
+                addr,
+                &rpc(2, "tools/call", json!({"name": "hang", "arguments": {}})),
+                "bob",
+            )
+            .await,
+        )
+        .await;
+        let theirs = created["result"]["taskId"].as_str().unwrap().to_owned();
+
+        let listen = rpc(
+            3,
+            "subscriptions/listen",
+            json!({"notifications": {"taskIds": [mine, theirs]}}),
+        );
+        let resp = post(addr, &listen, "alice").await;
+        assert_eq!(resp.headers()[CONTENT_TYPE], "text/event-stream");
+        let mut sse = Sse(resp.into_body(), String::new());
+        let ack = sse.next().await.unwrap();
+        assert_eq!(ack["method"], "notifications/subscriptions/acknowledged");
+        assert_eq!(
+            ack["params"]["notifications"]["taskIds"],
+            json!([mine]),
+            "bob's task is not acknowledged"
+        );
+
+        let mut statuses = Vec::new();
+        while let Some(msg) = sse.next().await {
+            if msg.get("method").is_none() {
+                assert_eq!(msg["id"], 3);
+                assert_eq!(msg["result"], json!({"resultType": "complete"}));
+                break;
+            }
+            assert_eq!(msg["method"], "notifications/tasks");
+            assert_eq!(
+                msg["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+                3
+            );
+            let status = msg["params"]["status"].as_str().unwrap().to_owned();
+            if status == "input_required" {
+                let key = msg["params"]["inputRequests"]
+                    .as_object()
+                    .unwrap()
+                    .keys()
+                    .next()
+                    .unwrap()
+                    .clone();
+                let update = rpc(
+                    4,
+                    "tasks/update",
+                    json!({"taskId": mine, "inputResponses": {key: accept("name", "Ada")}}),
+                );
+                let ack = json_of(post(addr, &update, "alice").await).await;
+                assert_eq!(ack["result"], json!({"resultType": "complete"}));
+            }
+            if status == "completed" {
+                assert_eq!(msg["params"]["result"]["content"][0]["text"], "Hello, Ada!");
+            }
+            statuses.push(status);
+        }
+        assert_eq!(
+            statuses,
+            ["input_required", "working", "completed"],
+            "every transition, in order"
+        );
+    }
+}
