@@ -39,6 +39,19 @@ pub enum TaskPolicy {
     },
 }
 
+/// What happens to a `working` task whose runner died (its lease ran out),
+/// for stores that can find such tasks ([`TaskStore::orphans`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Recovery {
+    /// End it `failed` with `-32603` saying the server stopped (default).
+    #[default]
+    Fail,
+    /// Run the handler again from the top with its stored request and
+    /// answers, on this replica.
+    Rerun,
+}
+
 /// A [`Layer`] that gives the wrapped MCP server durable, asynchronous tasks.
 ///
 /// All the [`TaskService`]s a layer makes share one store, one set of
@@ -159,6 +172,19 @@ impl TaskLayer {
     /// How many tasks a 2025-11-25 `tasks/list` page holds (default 50).
     pub fn with_list_page_size(self, size: usize) -> Self {
         self.map_config(|c| c.list_page_size = size.max(1))
+    }
+
+    /// How long a runner's lease holds without renewal (default 30 s; the
+    /// runner renews it every third of that). A shorter lease detects dead
+    /// runners and cross-replica cancels sooner, at the cost of more
+    /// writes.
+    pub fn with_lease_ttl(self, ttl: Duration) -> Self {
+        self.map_config(|c| c.lease_ttl = ttl)
+    }
+
+    /// What to do with tasks whose runner died (default [`Recovery::Fail`]).
+    pub fn with_recovery(self, recovery: Recovery) -> Self {
+        self.map_config(|c| c.recovery = recovery)
     }
 
     /// How often expired tasks are reaped (default every second).

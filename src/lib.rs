@@ -92,7 +92,7 @@ pub use client::{resolve_poll_interval, TaskPollDecision};
 pub use context::{TaskId, TaskOwner, TaskResumeContext};
 pub use future::ResponseFuture;
 pub use jsonrpc::{JsonRpcError, JsonRpcRequest, JsonRpcResponse, RequestId};
-pub use layer::{TaskLayer, TaskPolicy};
+pub use layer::{Recovery, TaskLayer, TaskPolicy};
 pub use limits::Limits;
 pub use peer::{ClientPeer, Peer};
 pub use protocol::{

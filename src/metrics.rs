@@ -10,6 +10,7 @@
 //! | `mcp_tasks_expired_total` | counter | | tasks reaped after their TTL |
 //! | `mcp_task_resume_seconds` | histogram | | seconds from the answer that completed a round to the resumed handler's next answer being stored |
 //! | `mcp_task_cancel_stop_seconds` | histogram | | seconds from the cancellation signal to the handler stopping (returning, or aborted after the grace) |
+//! | `mcp_task_lease_lost_total` | counter | | runners that found another replica had taken their task over |
 
 use std::time::Duration;
 
@@ -58,6 +59,10 @@ mod imp {
     pub(crate) fn cancel_stopped(latency: Duration) {
         metrics::histogram!("mcp_task_cancel_stop_seconds").record(latency.as_secs_f64());
     }
+
+    pub(crate) fn lease_lost() {
+        metrics::counter!("mcp_task_lease_lost_total").increment(1);
+    }
 }
 
 #[cfg(not(feature = "metrics"))]
@@ -69,6 +74,7 @@ mod imp {
     pub(crate) fn expired(_: Option<TaskStatus>) {}
     pub(crate) fn resumed(_: Duration) {}
     pub(crate) fn cancel_stopped(_: Duration) {}
+    pub(crate) fn lease_lost() {}
 }
 
 pub(crate) use imp::*;

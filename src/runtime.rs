@@ -16,7 +16,7 @@ use tracing::{debug, info, warn, Instrument, Span};
 
 use crate::context::{TaskId, TaskOwner, TaskResumeContext};
 use crate::jsonrpc::{JsonRpcError, JsonRpcRequest, JsonRpcResponse, RequestId};
-use crate::layer::{default_owner, TaskPolicy};
+use crate::layer::{default_owner, Recovery, TaskPolicy};
 use crate::limits::{json_size, Limits};
 use crate::peer::Peer;
 use crate::protocol::{
@@ -26,7 +26,7 @@ use crate::protocol::{
 
 /// `_meta` key tying a notification to its `subscriptions/listen` request.
 const META_SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
-use crate::store::{self, BoxFuture, Era, PendingInput, TaskOutcome, TaskRecord, TaskStore};
+use crate::store::{self, BoxFuture, Era, Lease, PendingInput, TaskOutcome, TaskRecord, TaskStore};
 use crate::TaskEvent;
 
 pub(crate) type OwnerFn = Arc<dyn Fn(&JsonRpcRequest) -> Option<String> + Send + Sync>;
@@ -51,6 +51,8 @@ pub(crate) struct Config {
     pub(crate) list_page_size: usize,
     pub(crate) limits: Limits,
     pub(crate) owner: OwnerFn,
+    pub(crate) lease_ttl: Duration,
+    pub(crate) recovery: Recovery,
 }
 
 impl Default for Config {
@@ -67,6 +69,8 @@ impl Default for Config {
             list_page_size: 50,
             limits: Limits::default(),
             owner: Arc::new(default_owner),
+            lease_ttl: Duration::from_secs(30),
+            recovery: Recovery::Fail,
         }
     }
 }
@@ -154,7 +158,18 @@ pub(crate) struct Shared {
     clock: Clock,
     local: Mutex<HashMap<String, Local>>,
     reaper: OnceLock<()>,
+    /// This process's replica id, the holder name in leases.
+    replica: String,
+    /// A type-erased inner service, for re-running orphaned tasks.
+    invoker: Mutex<Option<Invoker>>,
+    invoker_set: std::sync::atomic::AtomicBool,
 }
+
+/// The inner service's error, type-erased for the orphan recovery runner.
+#[derive(Debug)]
+pub(crate) struct InnerFailed;
+
+type Invoker = tower::util::BoxCloneService<JsonRpcRequest, JsonRpcResponse, InnerFailed>;
 
 /// The era and capabilities of one request, read from its own `_meta`.
 #[derive(Clone, Copy, Debug)]
@@ -318,6 +333,9 @@ impl Shared {
             clock: Clock::new(),
             local: Mutex::new(HashMap::new()),
             reaper: OnceLock::new(),
+            replica: new_task_id().unwrap_or_else(|_| format!("replica-{}", std::process::id())),
+            invoker: Mutex::new(None),
+            invoker_set: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -873,7 +891,8 @@ impl Shared {
                     let request = self.resume_request(&next, &local.token);
                     let fut: InnerFuture<S::Error> = Box::pin(svc.clone().oneshot(request));
                     let resumed = Some(tokio::time::Instant::now());
-                    self.spawn_runner(svc, next.id.clone(), local, fut, resumed);
+                    let fence = next.lease.as_ref().map_or(0, |l| l.fence);
+                    self.spawn_runner(svc, next.id.clone(), local, fut, fence, resumed);
                     return Ok(());
                 }
                 Ok(()) => {
@@ -916,6 +935,8 @@ impl Shared {
             next.status = TaskStatus::Working;
             next.status_message = None;
             next.round += 1;
+            // The writer that wins this transition runs the handler.
+            next.lease = Some(self.new_lease(record.lease.as_ref()));
         }
         Some(next)
     }
@@ -1003,6 +1024,150 @@ impl Shared {
         }
     }
 
+    // ----- leases, heartbeat, recovery -----
+
+    /// A lease for this replica, taking over from `prev`.
+    fn new_lease(&self, prev: Option<&Lease>) -> Lease {
+        Lease {
+            holder: self.replica.clone(),
+            fence: prev.map_or(1, |l| l.fence + 1),
+            until_ms: self.now_ms().saturating_add(ms(self.cfg.lease_ttl)),
+        }
+    }
+
+    fn holds(&self, record: &TaskRecord, fence: u64) -> bool {
+        record
+            .lease
+            .as_ref()
+            .is_some_and(|l| l.holder == self.replica && l.fence == fence)
+    }
+
+    /// Keep a clone of the inner service, type-erased, for recovering
+    /// orphaned tasks (the first intercepted request registers it).
+    pub(crate) fn register_invoker<S>(&self, svc: &S)
+    where
+        S: Service<JsonRpcRequest, Response = JsonRpcResponse> + Clone + Send + 'static,
+        S::Future: Send + 'static,
+        S::Error: Send + 'static,
+    {
+        use std::sync::atomic::Ordering;
+        if self.invoker_set.load(Ordering::Acquire) || self.cfg.recovery != Recovery::Rerun {
+            return;
+        }
+        let mut slot = self.invoker.lock().unwrap_or_else(PoisonError::into_inner);
+        if slot.is_none() {
+            *slot = Some(tower::util::BoxCloneService::new(
+                svc.clone().map_err(|_| InnerFailed),
+            ));
+            self.invoker_set.store(true, Ordering::Release);
+        }
+    }
+
+    /// Renew the runner's lease. `false` when the runner must stop: the
+    /// task ended or left `working` (a cancel on any replica), expired, or
+    /// another replica took it over.
+    async fn heartbeat(&self, id: &str, fence: u64) -> bool {
+        let record = match self.store.get(id, self.now_ms()).await {
+            Ok(Some(r)) => r,
+            Ok(None) => return false,
+            Err(e) => {
+                warn!(error = %e, "heartbeat cannot read the task; will retry");
+                return true;
+            }
+        };
+        if record.status != TaskStatus::Working {
+            return false;
+        }
+        if !self.holds(&record, fence) {
+            crate::metrics::lease_lost();
+            warn!("another replica took this task over; stopping its handler here");
+            return false;
+        }
+        // A renewal is not a change clients see: `lastUpdatedAt` stays.
+        let mut next = (*record).clone();
+        next.version += 1;
+        if let Some(lease) = &mut next.lease {
+            lease.until_ms = self.now_ms().saturating_add(ms(self.cfg.lease_ttl));
+        }
+        match self.store.replace(next, record.version).await {
+            Ok(()) | Err(store::Error::Conflict) => true,
+            Err(store::Error::NotFound) => false,
+            Err(e) => {
+                warn!(error = %e, "cannot renew the task's lease; will retry");
+                true
+            }
+        }
+    }
+
+    /// Recover `working` tasks whose runner died (lease ran out), by policy:
+    /// fail them honestly, or re-run them from their stored request.
+    async fn recover_orphans(self: &Arc<Self>) {
+        let orphans = match self.store.orphans(self.now_ms(), 64).await {
+            Ok(o) => o,
+            Err(store::Error::Unsupported(_)) => return,
+            Err(e) => {
+                warn!(error = %e, "cannot look for orphaned tasks; will retry");
+                return;
+            }
+        };
+        let invoker = self
+            .invoker
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        for record in orphans {
+            if record.status != TaskStatus::Working
+                || record
+                    .lease
+                    .as_ref()
+                    .is_some_and(|l| l.until_ms >= self.now_ms())
+            {
+                continue;
+            }
+            let mut next = record.next_version(self.now_ms());
+            match (invoker.clone(), self.cfg.recovery) {
+                (Some(svc), Recovery::Rerun) => {
+                    next.lease = Some(self.new_lease(record.lease.as_ref()));
+                    next.round += 1;
+                    if self
+                        .store
+                        .replace(next.clone(), record.version)
+                        .await
+                        .is_ok()
+                    {
+                        info!(task_id = %next.id, "re-running an orphaned task");
+                        let local = self.local(&next);
+                        let request = self.resume_request(&next, &local.token);
+                        let fut: InnerFuture<InnerFailed> = Box::pin(svc.clone().oneshot(request));
+                        let fence = next.lease.as_ref().map_or(0, |l| l.fence);
+                        self.spawn_runner(svc.clone(), next.id.clone(), local, fut, fence, None);
+                    }
+                }
+                _ => {
+                    let e = JsonRpcError::internal(
+                        "the server running this task stopped before it finished; the task cannot be resumed",
+                    );
+                    let message = Some(e.message.clone());
+                    finish(
+                        &mut next,
+                        TaskStatus::Failed,
+                        Some(TaskOutcome::Error(e)),
+                        message,
+                    );
+                    if self
+                        .store
+                        .replace(next.clone(), record.version)
+                        .await
+                        .is_ok()
+                    {
+                        let local = self.forget(&next.id);
+                        self.publish(record.status, &next, local.as_ref());
+                    }
+                }
+            }
+        }
+    }
+
     // ----- tools/call -----
 
     /// Run a `tools/call` that may become a task: wait up to the policy's
@@ -1066,6 +1231,7 @@ impl Shared {
         // handler resumed from the top finds them again.
         record.input_responses = call.input_responses;
         record.request_state = call.request_state;
+        record.lease = Some(self.new_lease(None));
         let span = task_span(&record.id, &record.tool_name);
         if let Err(e) = self.store.create(record.clone()).await {
             // Dropping the handler's future stops it.
@@ -1087,7 +1253,8 @@ impl Shared {
         });
         let created = self.create_result(&record);
         crate::metrics::created(record.era);
-        self.spawn_runner(svc, record.id, local, fut, None);
+        let fence = record.lease.as_ref().map_or(0, |l| l.fence);
+        self.spawn_runner(svc, record.id, local, fut, fence, None);
         Ok(JsonRpcResponse::result(call.id, created))
     }
 
@@ -1136,6 +1303,7 @@ impl Shared {
         id: String,
         local: Local,
         first: InnerFuture<S::Error>,
+        fence: u64,
         resumed_at: Option<tokio::time::Instant>,
     ) where
         S: Service<JsonRpcRequest, Response = JsonRpcResponse> + Clone + Send + 'static,
@@ -1146,7 +1314,7 @@ impl Shared {
         let span = local.span.clone();
         tokio::spawn(
             shared
-                .run(svc, id, local.token, first, resumed_at)
+                .run(svc, id, local.token, first, fence, resumed_at)
                 .instrument(span),
         );
     }
@@ -1159,7 +1327,8 @@ impl Shared {
         svc: S,
         id: String,
         token: CancellationToken,
-        mut fut: InnerFuture<S::Error>,
+        first: InnerFuture<S::Error>,
+        fence: u64,
         mut resumed_at: Option<tokio::time::Instant>,
     ) where
         S: Service<JsonRpcRequest, Response = JsonRpcResponse> + Clone + Send + 'static,
@@ -1169,6 +1338,12 @@ impl Shared {
         let grace = self.cfg.cancel_grace;
         let mut state_only = 0u32;
         let mut cancelled_at: Option<tokio::time::Instant> = None;
+        // The handler runs as a task of its own, so a panic in it fails
+        // the task instead of leaving it `working` forever.
+        let mut handler = tokio::spawn(first);
+        let period = (self.cfg.lease_ttl / 3).max(Duration::from_millis(10));
+        let mut beat = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+        beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             let give_up = async {
                 match cancelled_at {
@@ -1183,9 +1358,23 @@ impl Shared {
                     cancelled_at = Some(tokio::time::Instant::now());
                     continue;
                 }
-                out = &mut fut => out,
+                joined = &mut handler => match joined {
+                    Ok(out) => out,
+                    Err(e) => {
+                        warn!(panicked = e.is_panic(), "the tool's handler died");
+                        Ok(JsonRpcResponse::error(None, JsonRpcError::internal("the tool's handler died")))
+                    }
+                },
+                _ = beat.tick(), if cancelled_at.is_none() => {
+                    if !self.heartbeat(&id, fence).await {
+                        // Cancelled or taken over elsewhere: stop here too.
+                        token.cancel();
+                    }
+                    continue;
+                }
                 () = give_up => {
                     debug!("the handler outlived its cancel grace; aborting it");
+                    handler.abort();
                     crate::metrics::cancel_stopped(grace);
                     return;
                 }
@@ -1193,13 +1382,13 @@ impl Shared {
             if let Some(at) = cancelled_at {
                 crate::metrics::cancel_stopped(at.elapsed());
             }
-            let next = self.settle(&id, out, &token, &mut state_only).await;
+            let next = self.settle(&id, out, &token, fence, &mut state_only).await;
             if let Some(at) = resumed_at.take() {
                 crate::metrics::resumed(at.elapsed());
             }
             match next {
                 Next::Done => return,
-                Next::Reinvoke(req) => fut = Box::pin(svc.clone().oneshot(req)),
+                Next::Reinvoke(req) => handler = tokio::spawn(svc.clone().oneshot(req)),
             }
         }
     }
@@ -1211,6 +1400,7 @@ impl Shared {
         id: &str,
         out: Result<JsonRpcResponse, E>,
         token: &CancellationToken,
+        fence: u64,
         state_only: &mut u32,
     ) -> Next {
         let answer = Answer::from_output(out).bounded(self.cfg.limits.max_result_bytes);
@@ -1224,6 +1414,11 @@ impl Shared {
                 }
             };
             if record.status != TaskStatus::Working {
+                return Next::Done;
+            }
+            if !self.holds(&record, fence) {
+                // Fenced off: another replica runs this task now.
+                crate::metrics::lease_lost();
                 return Next::Done;
             }
             let mut next = record.next_version(self.now_ms());
@@ -1276,6 +1471,9 @@ impl Shared {
                 Answer::StateOnly(state) if *state_only < MAX_STATE_ONLY_ROUNDS => {
                     next.request_state = Some(state.clone());
                     next.round += 1;
+                    if let Some(lease) = &mut next.lease {
+                        lease.until_ms = self.now_ms().saturating_add(ms(self.cfg.lease_ttl));
+                    }
                     reinvoke = true;
                 }
                 Answer::StateOnly(_) => {
@@ -1412,6 +1610,7 @@ fn finish(
     next.arguments = Value::Null;
     next.meta = None;
     next.request_state = None;
+    next.lease = None;
 }
 
 /// Give each inner key a key never shown before for this task: the inner
@@ -1477,6 +1676,7 @@ async fn reap_loop(weak: Weak<Shared>, period: Duration) {
         tick.tick().await;
         let Some(shared) = weak.upgrade() else { return };
         shared.reap_once().await;
+        shared.recover_orphans().await;
     }
 }
 
@@ -1504,4 +1704,8 @@ fn decode_cursor(cursor: &str) -> Option<(i64, String)> {
     let raw = String::from_utf8(bytes).ok()?;
     let (created, id) = raw.split_once(':')?;
     Some((created.parse().ok()?, id.to_owned()))
+}
+
+fn ms(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }

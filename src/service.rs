@@ -193,6 +193,7 @@ where
             }
         }
         self.shared.ensure_reaper();
+        self.shared.register_invoker(&self.inner);
         let owner = self.shared.owner_of(&req);
         let era = if era.modern { Era::Modern } else { Era::Legacy };
         let call = ToolCall::from_request(&req, owner, era);

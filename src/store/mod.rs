@@ -171,6 +171,22 @@ pub struct TaskRecord {
     pub outcome: Option<TaskOutcome>,
     /// Whether a client asked to cancel.
     pub cancel_requested: bool,
+    /// Who runs the handler while the task is `working`: a lease with a
+    /// fencing token, renewed by the runner's heartbeat. A runner whose
+    /// fence is no longer the record's writes nothing.
+    #[serde(default)]
+    pub lease: Option<Lease>,
+}
+
+/// The right to run a task's handler, held by one replica at a time.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Lease {
+    /// The holder's replica id.
+    pub holder: String,
+    /// Fencing token: grows by one with every new holder.
+    pub fence: u64,
+    /// Until when the lease holds without renewal (Unix milliseconds).
+    pub until_ms: i64,
 }
 
 impl TaskRecord {
@@ -204,6 +220,7 @@ impl TaskRecord {
             input_responses: InputResponses::new(),
             outcome: None,
             cancel_requested: false,
+            lease: None,
         }
     }
 
@@ -272,6 +289,14 @@ pub trait TaskStore: fmt::Debug + Send + Sync + 'static {
         let _ = (owner, after, limit, now_ms);
         Box::pin(std::future::ready(Err(Error::Unsupported("listing tasks"))))
     }
+
+    /// At most `limit` `working` records whose lease ran out before `now_ms`
+    /// (their runner died), hiding expired ones. Shared, durable stores
+    /// offer it so another replica can recover such tasks; optional.
+    fn orphans(&self, now_ms: i64, limit: usize) -> BoxFuture<'_, Result<Vec<Arc<TaskRecord>>>> {
+        let _ = (now_ms, limit);
+        Box::pin(std::future::ready(Err(Error::Unsupported("finding orphaned tasks"))))
+    }
 }
 
 impl<T: TaskStore + ?Sized> TaskStore for Arc<T> {
@@ -299,5 +324,8 @@ impl<T: TaskStore + ?Sized> TaskStore for Arc<T> {
         now_ms: i64,
     ) -> BoxFuture<'a, Result<Vec<Arc<TaskRecord>>>> {
         (**self).list(owner, after, limit, now_ms)
+    }
+    fn orphans(&self, now_ms: i64, limit: usize) -> BoxFuture<'_, Result<Vec<Arc<TaskRecord>>>> {
+        (**self).orphans(now_ms, limit)
     }
 }

@@ -1,0 +1,237 @@
+//! Several replicas (layers with their own runners) over one shared store:
+//! exactly-once resume, cross-replica cancel through the lease heartbeat,
+//! and fenced recovery of a task whose runner went silent.
+
+mod common;
+
+use std::collections::HashSet;
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::{accept, ok, Client};
+use mcp_task_layer::store::{BoxFuture, Error, Result, TaskRecord};
+use mcp_task_layer::{MemoryStore, Recovery, TaskStatus, TaskStore};
+use serde_json::json;
+
+/// A shared store whose writes can be cut off for one replica, and which
+/// can find orphans (a durable store's job; here a scan of known ids).
+#[derive(Clone, Debug)]
+struct Shared {
+    inner: MemoryStore,
+    ids: Arc<Mutex<HashSet<String>>>,
+    cut: Arc<AtomicBool>,
+}
+
+impl Shared {
+    fn new() -> Self {
+        Shared {
+            inner: MemoryStore::new(),
+            ids: Arc::default(),
+            cut: Arc::default(),
+        }
+    }
+    /// The same tasks, seen through another replica's connection.
+    fn connection(&self) -> Self {
+        Shared {
+            inner: self.inner.clone(),
+            ids: Arc::clone(&self.ids),
+            cut: Arc::default(),
+        }
+    }
+    fn check(&self) -> Result<()> {
+        if self.cut.load(Ordering::SeqCst) {
+            Err(Error::Backend("partitioned".into()))
+        } else {
+            Ok(())
+        }
+    }
+}
+
+impl TaskStore for Shared {
+    fn create(&self, record: TaskRecord) -> BoxFuture<'_, Result<()>> {
+        if let Err(e) = self.check() {
+            return Box::pin(async { Err(e) });
+        }
+        self.ids.lock().unwrap().insert(record.id.clone());
+        self.inner.create(record)
+    }
+    fn get<'a>(&'a self, id: &'a str, now: i64) -> BoxFuture<'a, Result<Option<Arc<TaskRecord>>>> {
+        if let Err(e) = self.check() {
+            return Box::pin(async { Err(e) });
+        }
+        self.inner.get(id, now)
+    }
+    fn replace(&self, record: TaskRecord, v: u64) -> BoxFuture<'_, Result<()>> {
+        if let Err(e) = self.check() {
+            return Box::pin(async { Err(e) });
+        }
+        self.inner.replace(record, v)
+    }
+    fn delete_expired(&self, now: i64, limit: usize) -> BoxFuture<'_, Result<Vec<String>>> {
+        self.inner.delete_expired(now, limit)
+    }
+    fn orphans(&self, now: i64, limit: usize) -> BoxFuture<'_, Result<Vec<Arc<TaskRecord>>>> {
+        let ids: Vec<String> = self.ids.lock().unwrap().iter().cloned().collect();
+        Box::pin(async move {
+            self.check()?;
+            let mut out = Vec::new();
+            for id in ids {
+                if let Some(r) = self.inner.get(&id, now).await? {
+                    let dead = r.lease.as_ref().is_some_and(|l| l.until_ms < now);
+                    if r.status == TaskStatus::Working && dead && out.len() < limit {
+                        out.push(r);
+                    }
+                }
+            }
+            Ok(out)
+        })
+    }
+}
+
+fn replica(store: Shared) -> Client {
+    let mut c = Client::new(common::layer_on(store).with_lease_ttl(Duration::from_secs(3)));
+    c.owner = Some("alice".into());
+    c
+}
+
+#[tokio::test(start_paused = true)]
+async fn created_on_one_read_on_another_answered_on_a_third_resumed_once() {
+    let store = Shared::new();
+    let (mut a, b, c) = (
+        replica(store.connection()),
+        replica(store.connection()),
+        replica(store.connection()),
+    );
+    let id = a.start("ask", json!({})).await;
+    a.wait_for(&id, TaskStatus::InputRequired).await;
+    assert_eq!(
+        b.get_ok(&id).await["status"],
+        "input_required",
+        "read on another replica"
+    );
+    // All three receive the same answer at once.
+    let answer = json!({"name": accept("name", "Ada")});
+    let (ra, rb, rc) = tokio::join!(
+        a.update(&id, answer.clone()),
+        b.update(&id, answer.clone()),
+        c.update(&id, answer)
+    );
+    for r in [ra, rb, rc] {
+        assert_eq!(ok(&r), &json!({"resultType": "complete"}));
+    }
+    let done = {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let body = c.get_ok(&id).await;
+            if body["status"] == "completed" {
+                break body;
+            }
+            assert!(tokio::time::Instant::now() < deadline);
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    assert_eq!(done["result"]["content"][0]["text"], "Hello, Ada!");
+    let resumes = a.seen.calls("ask") + b.seen.calls("ask") + c.seen.calls("ask");
+    assert_eq!(
+        resumes, 2,
+        "one first run (on a) and exactly one resume, on whichever replica won"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cancel_on_one_replica_stops_the_handler_on_another_within_two_seconds() {
+    let store = Shared::new();
+    let (a, b) = (replica(store.connection()), replica(store.connection()));
+    let id = a.start("hang", json!({})).await;
+    let cancelled_at = tokio::time::Instant::now();
+    ok(&b.cancel(&id).await);
+    assert_eq!(a.get_ok(&id).await["status"], "cancelled");
+    common::eventually(
+        || a.seen.cancelled_handlers.load(Ordering::SeqCst) == 1,
+        "the handler on a stops",
+    )
+    .await;
+    let took = cancelled_at.elapsed();
+    assert!(
+        took <= Duration::from_secs(2),
+        "stopped after {took:?} (heartbeat every second)"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_silent_runner_is_fenced_off_and_its_task_recovered() {
+    let store = Shared::new();
+    let a_conn = store.connection();
+    let cut = Arc::clone(&a_conn.cut);
+    let a = replica(a_conn);
+    // b recovers orphans by re-running them.
+    let mut b = Client::new(
+        common::layer_on(store.connection())
+            .with_lease_ttl(Duration::from_secs(3))
+            .with_recovery(Recovery::Rerun),
+    );
+    b.owner = Some("alice".into());
+    // b must have seen one request to know its inner service.
+    let _ = b.call("slow", json!({"ms": 10})).await;
+
+    let started = tokio::time::Instant::now();
+    let id = a.start("slow", json!({"ms": 20_000})).await;
+    // a is partitioned from the store: it can neither renew nor write.
+    cut.store(true, Ordering::SeqCst);
+    // Once b has taken the task over (fence 2), a can reach the store
+    // again, but its fence is stale.
+    let fence = || {
+        let r = futures_lite_get(&store, &id);
+        r.and_then(|r| r.lease.as_ref().map(|l| l.fence))
+            .unwrap_or(0)
+    };
+    common::eventually(|| fence() == 2, "b takes the task over").await;
+    cut.store(false, Ordering::SeqCst);
+    let done = b.wait_for(&id, TaskStatus::Completed).await;
+    assert_eq!(done["result"]["content"][0]["text"], "slept 20000");
+    assert_eq!(
+        b.seen.calls("slow"),
+        2,
+        "b re-ran the orphan once (plus its own call)"
+    );
+    // a's handler answered at 20 s, while b's run was still going: had a's
+    // write been taken, the task would have completed then.
+    assert!(
+        started.elapsed() > Duration::from_secs(21),
+        "a's stale answer was fenced off"
+    );
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    assert_eq!(b.get_ok(&id).await, done, "nothing changes afterwards");
+}
+
+/// Read a record straight from the shared memory store (it answers at once).
+fn futures_lite_get(store: &Shared, id: &str) -> Option<Arc<TaskRecord>> {
+    let fut = store.inner.get(id, 0);
+    let waker = std::task::Waker::noop();
+    let mut cx = std::task::Context::from_waker(waker);
+    let mut fut = std::pin::pin!(fut);
+    match fut.as_mut().poll(&mut cx) {
+        std::task::Poll::Ready(r) => r.ok().flatten(),
+        std::task::Poll::Pending => None,
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn orphans_fail_honestly_by_default() {
+    let store = Shared::new();
+    let a_conn = store.connection();
+    let cut = Arc::clone(&a_conn.cut);
+    let a = replica(a_conn);
+    let mut b = replica(store.connection());
+    let _ = b.call("slow", json!({"ms": 10})).await;
+    let id = a.start("slow", json!({"ms": 20_000})).await;
+    cut.store(true, Ordering::SeqCst);
+    let failed = b.wait_for(&id, TaskStatus::Failed).await;
+    assert_eq!(failed["error"]["code"], -32603);
+    assert!(failed["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("stopped before it finished"));
+}
