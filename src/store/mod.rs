@@ -295,7 +295,9 @@ pub trait TaskStore: fmt::Debug + Send + Sync + 'static {
     /// offer it so another replica can recover such tasks; optional.
     fn orphans(&self, now_ms: i64, limit: usize) -> BoxFuture<'_, Result<Vec<Arc<TaskRecord>>>> {
         let _ = (now_ms, limit);
-        Box::pin(std::future::ready(Err(Error::Unsupported("finding orphaned tasks"))))
+        Box::pin(std::future::ready(Err(Error::Unsupported(
+            "finding orphaned tasks",
+        ))))
     }
 }
 
