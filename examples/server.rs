@@ -25,6 +25,13 @@
 //! | `multi_input {}` | task | asks two questions at once |
 //! | `test_tool_with_task {}` | task | asks for a name first (plain MRTR), then runs as a task |
 //!
+//! 2025-11-25 clients (such as `@modelcontextprotocol/sdk` 1.x, see
+//! `tests/ts-sdk/`) start with `initialize` and get the legacy tasks from the
+//! same layer: `params.task` on `tools/call`, `tasks/get`, `tasks/result`,
+//! `tasks/list`, `tasks/cancel`. A question such as `confirm_delete`'s then
+//! reaches the client as an `elicitation/create` request on the SSE stream
+//! of its `tasks/result` call.
+//!
 //! Demo identity: a request with `Authorization: Bearer <token>` has its
 //! tasks bound to that token, taken unverified as the caller's name, so
 //! another caller cannot see them. A real server verifies the token in an
@@ -47,7 +54,7 @@ use tower::ServiceBuilder;
 
 const SERVER_NAME: &str = "mcp-task-layer-demo";
 /// Protocol versions this server speaks: the stateless 2026-07-28 wire, and
-/// `initialize` for 2025-11-25 clients (whose tasks it does not serve).
+/// `initialize` for 2025-11-25 clients (whose tasks `TaskLayer` serves too).
 const SUPPORTED_VERSIONS: [&str; 2] = ["2026-07-28", "2025-11-25"];
 
 #[tokio::main]
@@ -207,38 +214,36 @@ fn initialize() -> Value {
 }
 
 fn tools_list() -> Value {
-    let tool = |name: &str, description: &str, properties: Value, task_support: &str| {
+    // For 2025-11-25 clients TaskLayer adds each tool's `execution.taskSupport`
+    // from its policy; 2026-07-28 has no such field.
+    let tool = |name: &str, description: &str, properties: Value| {
         json!({
             "name": name,
             "description": description,
-            "inputSchema": { "type": "object", "properties": properties },
-            "execution": { "taskSupport": task_support }
+            "inputSchema": { "type": "object", "properties": properties }
         })
     };
     json!({
         "resultType": "complete",
         "tools": [
-            tool("greet", "Says hello.", json!({ "name": { "type": "string" } }), "forbidden"),
+            tool("greet", "Says hello.", json!({ "name": { "type": "string" } })),
             tool(
                 "slow_compute",
                 "Sleeps for `seconds`; runs as a task when that takes a while.",
                 json!({ "seconds": { "type": "number" }, "label": { "type": "string" } }),
-                "optional",
             ),
-            tool("failing_job", "Fails with a tool error after a second.", json!({}), "required"),
-            tool("protocol_error_job", "Fails with a protocol error.", json!({}), "required"),
+            tool("failing_job", "Fails with a tool error after a second.", json!({})),
+            tool("protocol_error_job", "Fails with a protocol error.", json!({})),
             tool(
                 "confirm_delete",
                 "Asks for confirmation, then deletes a (pretend) file.",
                 json!({ "filename": { "type": "string" } }),
-                "required",
             ),
-            tool("multi_input", "Asks two questions at once.", json!({}), "required"),
+            tool("multi_input", "Asks two questions at once.", json!({})),
             tool(
                 "test_tool_with_task",
                 "Asks for a name, then greets as a task.",
                 json!({}),
-                "required",
             ),
         ],
         "cacheScope": "public",

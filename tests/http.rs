@@ -76,6 +76,28 @@ async fn inner(seen: Seen, req: JsonRpcRequest) -> Result<JsonRpcResponse, Infal
             }
             Ok(json!({"resultType": "complete", "content": []}))
         }
+        // Asks for a confirmation first (MRTR), then reports the answer.
+        ("tools/call", "confirm") => {
+            let answer = req
+                .params_object()
+                .and_then(|p| p.get("inputResponses"))
+                .and_then(|r| r.get("ok"))
+                .cloned();
+            Ok(match answer {
+                Some(answer) => json!({
+                    "resultType": "complete",
+                    "content": [{"type": "text", "text": format!("answered {answer}")}]
+                }),
+                None => json!({
+                    "resultType": "input_required",
+                    "inputRequests": {"ok": {"method": "elicitation/create", "params": {
+                        "mode": "form",
+                        "message": "OK?",
+                        "requestedSchema": {"type": "object", "properties": {}}
+                    }}}
+                }),
+            })
+        }
         ("tools/call", other) => Err(JsonRpcError::invalid_params(format!("no tool {other}"))),
         ("custom/echo", _) => Ok(json!({"resultType": "complete", "params": req.params})),
         (method, _) => Err(JsonRpcError::method_not_found(method)),
@@ -106,7 +128,11 @@ async fn start_with(limit: Option<usize>) -> Server {
     let seen = Seen::default();
     let for_inner = seen.clone();
     let service = ServiceBuilder::new()
-        .layer(TaskLayer::new(MemoryStore::new()).with_tool_policy("wait", TaskPolicy::Task))
+        .layer(
+            TaskLayer::new(MemoryStore::new())
+                .with_tool_policy("wait", TaskPolicy::Task)
+                .with_tool_policy("confirm", TaskPolicy::Task),
+        )
         .service(service_fn(move |req| inner(for_inner.clone(), req)));
     let mut endpoint = McpEndpoint::new(service).with_identity(bearer);
     if let Some(limit) = limit {
@@ -911,4 +937,58 @@ async fn answers_to_nobody_and_malformed_answers_get_400() {
     // The endpoint still serves requests.
     let reply = post(server.addr, &[], request(8, "has_peer").to_string()).await;
     assert_eq!(reply.status, StatusCode::OK);
+}
+
+/// The 2025-11-25 flow end to end through `TaskLayer`: the input request of
+/// a task reaches the client on the SSE stream of `tasks/result`, the answer
+/// comes back in a second POST, and the result ends the stream.
+#[tokio::test]
+async fn legacy_tasks_result_asks_the_client_over_sse() {
+    let server = start().await;
+    let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "confirm", "arguments": {}, "task": {"ttl": 60000}}});
+    let reply = post(server.addr, &accepting(ACCEPT_BOTH), call.to_string()).await;
+    assert_eq!(reply.status, StatusCode::OK);
+    let task = reply.json()["result"]["task"].clone();
+    let task_id = task["taskId"].as_str().unwrap().to_owned();
+    assert_eq!(task["status"], "working");
+
+    let result =
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tasks/result", "params": {"taskId": task_id}});
+    let mut events = open(server.addr, &accepting(ACCEPT_BOTH), &result).await;
+    assert_eq!(events.status, StatusCode::OK);
+    assert_eq!(events.content_type.as_deref(), Some("text/event-stream"));
+    let mut asked = None;
+    while let Some(message) = events.next().await {
+        if message["method"] == "elicitation/create" {
+            assert_eq!(
+                message["params"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"],
+                task_id.as_str()
+            );
+            assert_eq!(message["params"]["message"], "OK?");
+            asked = Some(message);
+            break;
+        }
+        assert_eq!(message["method"], "notifications/tasks/status", "{message}");
+    }
+    let asked = asked.expect("the input request came on the stream");
+    let answer =
+        json!({"jsonrpc": "2.0", "id": asked["id"], "result": {"action": "accept", "content": {}}});
+    let reply = post(server.addr, &[], answer.to_string()).await;
+    assert_eq!(reply.status, StatusCode::ACCEPTED);
+
+    let mut last = None;
+    while let Some(message) = events.next().await {
+        last = Some(message);
+    }
+    let last = last.expect("the response ends the stream");
+    assert_eq!(last["id"], 2);
+    assert_eq!(
+        last["result"]["content"][0]["text"],
+        r#"answered {"action":"accept","content":{}}"#
+    );
+    assert_eq!(
+        last["result"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"],
+        task_id.as_str()
+    );
 }

@@ -1,0 +1,60 @@
+# Sourced by the .ci scripts: build and run examples/server.rs.
+#
+#   build_server OUT   cargo build --release --features axum --example server;
+#                      sets SERVER_BIN (the log is OUT/build.jsonl)
+#   start_server OUT   starts it on a free loopback port, waits at most
+#                      READY_TIMEOUT_S (default 30) seconds for its
+#                      "listening on" line; sets SERVER_PID and URL
+#                      (output in OUT/server.stdout, OUT/server.stderr)
+#   stop_server        SIGTERM, up to 5 s, then SIGKILL; only SERVER_PID
+#
+# Needs ROOT (the repository), NODE (see node.sh), cargo, and the callers'
+# `say` and `die`. CARGO_TARGET_DIR is honoured by cargo as usual.
+
+SERVER_PID=""
+
+build_server() {
+  local out="$1"
+  command -v cargo >/dev/null || die "cargo is not installed"
+  say "building examples/server.rs (release)"
+  (cd "$ROOT" && cargo build --release --features axum --example server \
+    --message-format=json-render-diagnostics) >"$out/build.jsonl"
+  SERVER_BIN="$("$NODE" -e '
+    const lines = require("fs").readFileSync(process.argv[1], "utf8").split("\n");
+    for (const line of lines) {
+      let m;
+      try { m = JSON.parse(line); } catch { continue; }
+      if (m.reason === "compiler-artifact" && m.target && m.target.name === "server"
+          && m.target.kind.includes("example") && m.executable) console.log(m.executable);
+    }' "$out/build.jsonl" | tail -n 1)"
+  [[ -x "$SERVER_BIN" ]] || die "cargo did not report the server binary"
+}
+
+start_server() {
+  local out="$1" timeout_s="${READY_TIMEOUT_S:-30}"
+  # Port 0: the OS picks a free port and the server prints it.
+  "$SERVER_BIN" --port 0 >"$out/server.stdout" 2>"$out/server.stderr" &
+  SERVER_PID=$!
+  URL=""
+  for _ in $(seq $((timeout_s * 10))); do
+    URL="$(sed -n 's#^listening on \(http://127\.0\.0\.1:[0-9][0-9]*/mcp\)$#\1#p' "$out/server.stdout" | head -n 1)"
+    [[ -n "$URL" ]] && break
+    kill -0 "$SERVER_PID" 2>/dev/null || die "the server exited: $(tail -n 20 "$out/server.stderr")"
+    sleep 0.1
+  done
+  [[ -n "$URL" ]] || die "the server did not print 'listening on' within ${timeout_s}s"
+  say "server $SERVER_PID listening on $URL"
+}
+
+stop_server() {
+  if [[ -n "$SERVER_PID" ]]; then
+    kill "$SERVER_PID" 2>/dev/null || true
+    for _ in $(seq 50); do
+      kill -0 "$SERVER_PID" 2>/dev/null || break
+      sleep 0.1
+    done
+    kill -9 "$SERVER_PID" 2>/dev/null || true
+    wait "$SERVER_PID" 2>/dev/null || true
+    SERVER_PID=""
+  fi
+}
