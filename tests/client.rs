@@ -221,3 +221,37 @@ async fn polling_follows_each_tasks_own_hint_and_the_override() {
     let took = started.elapsed();
     assert!(took < Duration::from_millis(3200), "{took:?}");
 }
+
+/// The same client over real HTTP: `HttpTransport` against `McpEndpoint`,
+/// with input answered through `tasks/update` (2026-07-28) and on the SSE
+/// stream of `tasks/result` (2025-11-25).
+#[cfg(all(feature = "http-client", feature = "axum"))]
+#[tokio::test]
+async fn over_http_in_both_eras() {
+    use mcp_task_layer::client::HttpTransport;
+    use mcp_task_layer::McpEndpoint;
+
+    let (svc, seen) = stack(common::layer());
+    let app = McpEndpoint::new(svc).into_router("/mcp");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    for era in eras() {
+        let transport = HttpTransport::new(&url).unwrap();
+        let client = TaskClient::new(transport)
+            .with_era(era)
+            .with_input_handler(answer);
+        let r = client.call_tool("ask2", json!({})).await.unwrap();
+        assert_eq!(text(&r), "x+x", "{era:?}");
+        let r = client
+            .call_tool("echo", json!({"text": "sync"}))
+            .await
+            .unwrap();
+        assert_eq!(text(&r), "sync");
+        match client.call_tool("boom", json!({})).await {
+            Err(ClientError::Failed(e)) => assert_eq!(e.code, -32050),
+            other => panic!("{era:?}: {other:?}"),
+        }
+    }
+    assert_eq!(seen.calls("ask2"), 4, "each era: one run and one resume");
+}

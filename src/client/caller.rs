@@ -344,7 +344,20 @@ where
             };
         }
         for _ in 0..MAX_MRTR_ROUNDS {
-            let result = self.send("tools/call", params.clone(), None).await?;
+            let result = match self.send("tools/call", params.clone(), None).await {
+                // 2025-11-25: a tool whose `taskSupport` is `forbidden`
+                // refuses `task` with -32601; call it plainly.
+                Err(ClientError::Rpc(e))
+                    if e.code == crate::jsonrpc::code::METHOD_NOT_FOUND
+                        && params.get("task").is_some() =>
+                {
+                    if let Some(p) = params.as_object_mut() {
+                        p.remove("task");
+                    }
+                    continue;
+                }
+                other => other?,
+            };
             let Value::Object(mut result) = result else {
                 return Err(ClientError::Protocol(
                     "a tools/call result must be an object".into(),

@@ -77,5 +77,11 @@ pub fn resolve_poll_interval(
 }
 
 mod caller;
+#[cfg(feature = "http-client")]
+#[cfg_attr(docsrs, doc(cfg(feature = "http-client")))]
+mod http;
 
 pub use caller::{ClientEra, ClientError, InputHandler, Started, TaskClient};
+#[cfg(feature = "http-client")]
+#[cfg_attr(docsrs, doc(cfg(feature = "http-client")))]
+pub use http::HttpTransport;
