@@ -164,7 +164,7 @@ impl TaskLayer {
         self.map_config(|c| c.task_window = window)
     }
 
-    /// Bounds on client input and stored data (see [`Limits`]).
+    /// Bounds on client input and stored data (see [`Limits`](crate::Limits)).
     pub fn with_limits(self, limits: crate::Limits) -> Self {
         self.map_config(|c| c.limits = limits)
     }
