@@ -760,7 +760,17 @@ impl Shared {
             }
             let answer = peer
                 .request(pending.request.method.clone(), Value::Object(params))
-                .await?;
+                .await
+                .map_err(|client_error| {
+                    // The client refused or failed the input request: say so
+                    // as the layer, so it cannot read as "no tasks/result".
+                    JsonRpcError::internal("the client did not answer the task's input request")
+                        .with_data(json!({
+                            "taskId": record.id,
+                            "status": TaskStatus::InputRequired,
+                            "clientError": client_error,
+                        }))
+                })?;
             let mut answers = Map::new();
             answers.insert(key.clone(), answer);
             self.cfg.limits.check_answers(&answers)?;
