@@ -34,8 +34,9 @@ pub struct Limits {
     pub max_result_bytes: usize,
     /// Most answers accumulated over a task's whole life (default 256).
     pub max_accumulated_responses: usize,
-    /// Most live tasks one owner may have at once, where the store can
-    /// count them (default 10 000).
+    /// Most unfinished tasks (`working` or `input_required`) one owner may
+    /// have at once in this process (default 10 000); a `tools/call` that
+    /// would make one more gets `-32602` and its handler never runs.
     pub max_tasks_per_owner: usize,
 }
 

@@ -146,6 +146,8 @@ struct Local {
     peer: Option<Peer>,
     /// The last status this process wrote or saw (for the active gauge).
     status: TaskStatus,
+    /// The task's owner (for the per-owner bound).
+    owner: Option<String>,
 }
 
 pub(crate) struct Shared {
@@ -157,6 +159,8 @@ pub(crate) struct Shared {
     snapshots: broadcast::Sender<Arc<TaskRecord>>,
     clock: Clock,
     local: Mutex<HashMap<String, Local>>,
+    /// Unfinished tasks per owner among `local`.
+    active_per_owner: Mutex<HashMap<Option<String>, usize>>,
     reaper: OnceLock<()>,
     /// This process's replica id, the holder name in leases.
     replica: String,
@@ -332,6 +336,7 @@ impl Shared {
             snapshots: broadcast::channel(1024).0,
             clock: Clock::new(),
             local: Mutex::new(HashMap::new()),
+            active_per_owner: Mutex::new(HashMap::new()),
             reaper: OnceLock::new(),
             replica: new_task_id().unwrap_or_else(|_| format!("replica-{}", std::process::id())),
             invoker: Mutex::new(None),
@@ -351,22 +356,63 @@ impl Shared {
         self.local.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    fn owners(&self) -> std::sync::MutexGuard<'_, HashMap<Option<String>, usize>> {
+        self.active_per_owner
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Remember a task this process runs or waits on.
+    fn track(&self, id: &str, local: Local) {
+        let owner = local.owner.clone();
+        if self.locals().insert(id.to_owned(), local).is_none() {
+            *self.owners().entry(owner).or_default() += 1;
+        }
+    }
+
+    /// Whether `owner` already has as many unfinished tasks in this process
+    /// as [`Limits::max_tasks_per_owner`] allows.
+    pub(crate) fn owner_at_capacity(&self, owner: Option<&str>) -> Option<JsonRpcError> {
+        let max = self.cfg.limits.max_tasks_per_owner;
+        let active = self
+            .owners()
+            .get(&owner.map(str::to_owned))
+            .copied()
+            .unwrap_or(0);
+        (active >= max).then(|| {
+            JsonRpcError::invalid_params(format!(
+                "the caller already has {active} unfinished tasks; at most {max} are allowed"
+            ))
+        })
+    }
+
     /// The task's token and span, made if this process has none yet (the
     /// task was created before a restart, or on another replica).
     fn local(&self, record: &TaskRecord) -> Local {
-        self.locals()
-            .entry(record.id.clone())
-            .or_insert_with(|| Local {
-                token: CancellationToken::new(),
-                span: task_span(&record.id, &record.tool_name),
-                peer: None,
-                status: record.status,
-            })
-            .clone()
+        if let Some(local) = self.local_of(&record.id) {
+            return local;
+        }
+        let local = Local {
+            token: CancellationToken::new(),
+            span: task_span(&record.id, &record.tool_name),
+            peer: None,
+            status: record.status,
+            owner: record.owner.clone(),
+        };
+        self.track(&record.id, local.clone());
+        local
     }
 
     fn forget(&self, id: &str) -> Option<Local> {
-        self.locals().remove(id)
+        let local = self.locals().remove(id)?;
+        let mut owners = self.owners();
+        if let Some(n) = owners.get_mut(&local.owner) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                owners.remove(&local.owner);
+            }
+        }
+        Some(local)
     }
 
     fn local_of(&self, id: &str) -> Option<Local> {
@@ -1254,8 +1300,9 @@ impl Shared {
             span,
             peer: call.peer,
             status: record.status,
+            owner: record.owner.clone(),
         };
-        self.locals().insert(record.id.clone(), local.clone());
+        self.track(&record.id, local.clone());
         let _ = self.events.send(TaskEvent {
             task_id: record.id.clone(),
             status: record.status,

@@ -195,6 +195,9 @@ where
         self.shared.ensure_reaper();
         self.shared.register_invoker(&self.inner);
         let owner = self.shared.owner_of(&req);
+        if let Some(e) = self.shared.owner_at_capacity(owner.as_deref()) {
+            return answer(JsonRpcResponse::error(req.id, e));
+        }
         let era = if era.modern { Era::Modern } else { Era::Legacy };
         let call = ToolCall::from_request(&req, owner, era);
         let mut req = req;

@@ -94,6 +94,27 @@ async fn an_oversized_result_fails_the_task() {
         .contains("larger than 10 bytes"));
 }
 
+#[tokio::test(start_paused = true)]
+async fn unfinished_tasks_per_owner_are_bounded() {
+    let mut c = Client::new(common::layer().with_limits(Limits {
+        max_tasks_per_owner: 2,
+        ..limits()
+    }));
+    c.owner = Some("alice".into());
+    let bob = c.as_owner("bob");
+    let first = c.start("hang", json!({})).await;
+    c.start("ask", json!({})).await;
+    let r = c.call("hang", json!({})).await;
+    assert_eq!(err(&r).code, -32602);
+    assert!(err(&r).message.contains("at most 2"), "{}", err(&r).message);
+    assert_eq!(c.seen.calls("hang"), 1, "the refused call never ran");
+    // Another owner is not affected; a finished task frees a slot.
+    bob.start("hang", json!({})).await;
+    ok(&c.cancel(&first).await);
+    c.wait_for(&first, TaskStatus::Cancelled).await;
+    c.start("hang", json!({})).await;
+}
+
 // ----- the property test -----
 
 #[derive(Clone, Debug)]
