@@ -88,7 +88,9 @@ async fn send_with_peer(
 }
 
 #[tokio::test(start_paused = true)]
-async fn r59_initialize_advertises_tasks_capabilities() {
+/// R64 does not arise: the layer always advertises `tasks.requests.tools.call`,
+/// so a task-augmented call is always served as a task (R63).
+async fn r59_r64_initialize_advertises_tasks_capabilities() {
     let c = Client::new(layer());
     let r = c.send("initialize", json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}})).await;
     let caps = &ok(&r)["capabilities"];
