@@ -29,6 +29,31 @@ const META_SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 use crate::store::{self, BoxFuture, Era, Lease, PendingInput, TaskOutcome, TaskRecord, TaskStore};
 use crate::TaskEvent;
 
+/// What the layer needs of the inner service to run tasks with it.
+pub(crate) trait InnerService:
+    Service<
+        JsonRpcRequest,
+        Response = JsonRpcResponse,
+        Future: Send + 'static,
+        Error: Send + 'static,
+    > + Clone
+    + Send
+    + 'static
+{
+}
+
+impl<S> InnerService for S where
+    S: Service<
+            JsonRpcRequest,
+            Response = JsonRpcResponse,
+            Future: Send + 'static,
+            Error: Send + 'static,
+        > + Clone
+        + Send
+        + 'static
+{
+}
+
 pub(crate) type OwnerFn = Arc<dyn Fn(&JsonRpcRequest) -> Option<String> + Send + Sync>;
 
 /// How many times in a row a handler may answer with `requestState` alone
@@ -255,6 +280,14 @@ fn result_type(v: &Value) -> Option<&str> {
 pub(crate) fn is_mrtr(resp: &JsonRpcResponse) -> bool {
     resp.result_value()
         .is_some_and(|v| result_type(v) == Some("input_required"))
+}
+
+/// The response for a handler's outcome.
+fn reply(id: Option<RequestId>, outcome: Result<Value, JsonRpcError>) -> JsonRpcResponse {
+    match outcome {
+        Ok(v) => JsonRpcResponse::result(id, v),
+        Err(e) => JsonRpcResponse::error(id, e),
+    }
 }
 
 fn ack(id: Option<RequestId>) -> JsonRpcResponse {
@@ -667,10 +700,7 @@ impl Shared {
                 _ => self.detailed_value(&record, "complete"),
             })
         };
-        match answer.await {
-            Ok(v) => JsonRpcResponse::result(id, v),
-            Err(e) => JsonRpcResponse::error(id, e),
-        }
+        reply(id, answer.await)
     }
 
     // ----- tasks/result and tasks/list (2025-11-25) -----
@@ -686,15 +716,10 @@ impl Shared {
         req: JsonRpcRequest,
     ) -> JsonRpcResponse
     where
-        S: Service<JsonRpcRequest, Response = JsonRpcResponse> + Clone + Send + 'static,
-        S::Future: Send + 'static,
-        S::Error: Send + 'static,
+        S: InnerService,
     {
         let id = req.id.clone();
-        match self.result_inner(svc, &req).await {
-            Ok(v) => JsonRpcResponse::result(id, v),
-            Err(e) => JsonRpcResponse::error(id, e),
-        }
+        reply(id, self.result_inner(svc, &req).await)
     }
 
     async fn result_inner<S>(
@@ -703,9 +728,7 @@ impl Shared {
         req: &JsonRpcRequest,
     ) -> Result<Value, JsonRpcError>
     where
-        S: Service<JsonRpcRequest, Response = JsonRpcResponse> + Clone + Send + 'static,
-        S::Future: Send + 'static,
-        S::Error: Send + 'static,
+        S: InnerService,
     {
         let task_id = task_id_param(req)?;
         let owner = self.owner_of(req);
@@ -792,9 +815,7 @@ impl Shared {
         owner: Option<&str>,
     ) -> Result<(), JsonRpcError>
     where
-        S: Service<JsonRpcRequest, Response = JsonRpcResponse> + Clone + Send + 'static,
-        S::Future: Send + 'static,
-        S::Error: Send + 'static,
+        S: InnerService,
     {
         for (key, pending) in &record.input_requests {
             let mut params = pending.request.params.clone().unwrap_or_default();
@@ -829,10 +850,7 @@ impl Shared {
     /// `tasks/list`: the caller's 2025-11-25 tasks, newest first.
     pub(crate) async fn tasks_list(&self, req: JsonRpcRequest) -> JsonRpcResponse {
         let id = req.id.clone();
-        match self.list_inner(&req).await {
-            Ok(v) => JsonRpcResponse::result(id, v),
-            Err(e) => JsonRpcResponse::error(id, e),
-        }
+        reply(id, self.list_inner(&req).await)
     }
 
     async fn list_inner(&self, req: &JsonRpcRequest) -> Result<Value, JsonRpcError> {
@@ -880,9 +898,7 @@ impl Shared {
         req: JsonRpcRequest,
     ) -> JsonRpcResponse
     where
-        S: Service<JsonRpcRequest, Response = JsonRpcResponse> + Clone + Send + 'static,
-        S::Future: Send + 'static,
-        S::Error: Send + 'static,
+        S: InnerService,
     {
         let id = req.id.clone();
         let answered = async move {
@@ -920,9 +936,7 @@ impl Shared {
         answers: &Map<String, Value>,
     ) -> Result<(), JsonRpcError>
     where
-        S: Service<JsonRpcRequest, Response = JsonRpcResponse> + Clone + Send + 'static,
-        S::Future: Send + 'static,
-        S::Error: Send + 'static,
+        S: InnerService,
     {
         for _ in 0..MAX_CAS_RETRIES {
             let record = self
@@ -1102,9 +1116,7 @@ impl Shared {
     /// orphaned tasks (the first intercepted request registers it).
     pub(crate) fn register_invoker<S>(&self, svc: &S)
     where
-        S: Service<JsonRpcRequest, Response = JsonRpcResponse> + Clone + Send + 'static,
-        S::Future: Send + 'static,
-        S::Error: Send + 'static,
+        S: InnerService,
     {
         use std::sync::atomic::Ordering;
         if self.invoker_set.load(Ordering::Acquire) || self.cfg.recovery != Recovery::Rerun {
@@ -1237,9 +1249,7 @@ impl Shared {
         fut: S::Future,
     ) -> Result<JsonRpcResponse, S::Error>
     where
-        S: Service<JsonRpcRequest, Response = JsonRpcResponse> + Clone + Send + 'static,
-        S::Future: Send + 'static,
-        S::Error: Send + 'static,
+        S: InnerService,
     {
         let window = match policy {
             TaskPolicy::Auto { within } => within,
@@ -1363,9 +1373,7 @@ impl Shared {
         fence: u64,
         resumed_at: Option<tokio::time::Instant>,
     ) where
-        S: Service<JsonRpcRequest, Response = JsonRpcResponse> + Clone + Send + 'static,
-        S::Future: Send + 'static,
-        S::Error: Send + 'static,
+        S: InnerService,
     {
         let shared = Arc::clone(self);
         let span = local.span.clone();
@@ -1388,9 +1396,7 @@ impl Shared {
         fence: u64,
         mut resumed_at: Option<tokio::time::Instant>,
     ) where
-        S: Service<JsonRpcRequest, Response = JsonRpcResponse> + Clone + Send + 'static,
-        S::Future: Send + 'static,
-        S::Error: Send + 'static,
+        S: InnerService,
     {
         let grace = self.cfg.cancel_grace;
         let mut state_only = 0u32;
