@@ -580,7 +580,7 @@ impl Shared {
         if r.status.is_terminal() {
             watched.remove(&r.id);
         }
-        let mut params = serde_json::to_value(self.detailed(r)).unwrap_or_default();
+        let mut params = self.detailed_value(r, None);
         params["_meta"] = meta.clone();
         peer.notify("notifications/tasks".into(), params).await;
     }
@@ -650,7 +650,9 @@ impl Shared {
         .with_status_message(r.status_message.clone())
     }
 
-    /// The 2026-07-28 view of a record.
+    /// The 2026-07-28 view of a record, as the typed model; the wire body
+    /// is built by [`Shared::detailed_value`], which a test holds to it.
+    #[cfg(test)]
     pub(crate) fn detailed(&self, r: &TaskRecord) -> DetailedTask {
         let metadata = self.metadata(r);
         match r.status {
@@ -676,12 +678,58 @@ impl Shared {
         }
     }
 
-    fn detailed_value(&self, r: &TaskRecord, result_type: &str) -> Value {
-        let mut v = serde_json::to_value(self.detailed(r)).unwrap_or_else(|_| json!({}));
-        if let Value::Object(m) = &mut v {
-            m.insert("resultType".into(), Value::String(result_type.into()));
+    /// The 2026-07-28 body of a record, built field by field (the same
+    /// JSON as serializing [`Shared::detailed`], without serde's buffering of
+    /// a flattened, tagged enum), with `resultType` when given.
+    fn detailed_value(&self, r: &TaskRecord, result_type: Option<&str>) -> Value {
+        let mut m = Map::new();
+        if let Some(rt) = result_type {
+            m.insert("resultType".into(), Value::String(rt.into()));
         }
-        v
+        m.insert("taskId".into(), Value::String(r.id.clone()));
+        m.insert("status".into(), Value::String(r.status.as_str().into()));
+        if let Some(msg) = &r.status_message {
+            m.insert("statusMessage".into(), Value::String(msg.clone()));
+        }
+        m.insert("createdAt".into(), Value::String(rfc3339(r.created_at_ms)));
+        m.insert(
+            "lastUpdatedAt".into(),
+            Value::String(rfc3339(r.updated_at_ms)),
+        );
+        m.insert("ttlMs".into(), r.ttl_ms.map_or(Value::Null, Value::from));
+        if let Some(p) = r.poll_interval_ms {
+            m.insert("pollIntervalMs".into(), Value::from(p));
+        }
+        match (r.status, &r.outcome) {
+            (TaskStatus::InputRequired, _) => {
+                let reqs: Map<String, Value> = r
+                    .input_requests
+                    .iter()
+                    .map(|(k, p)| {
+                        (
+                            k.clone(),
+                            serde_json::to_value(&p.request).unwrap_or_default(),
+                        )
+                    })
+                    .collect();
+                m.insert("inputRequests".into(), Value::Object(reqs));
+            }
+            (TaskStatus::Completed, Some(TaskOutcome::Result(result))) => {
+                m.insert("result".into(), Value::Object(result.clone()));
+            }
+            (TaskStatus::Completed, _) => {
+                m.insert("result".into(), Value::Object(Map::new()));
+            }
+            (TaskStatus::Failed, Some(TaskOutcome::Error(e))) => {
+                m.insert("error".into(), serde_json::to_value(e).unwrap_or_default());
+            }
+            (TaskStatus::Failed, _) => {
+                let e = JsonRpcError::internal("the task failed");
+                m.insert("error".into(), serde_json::to_value(e).unwrap_or_default());
+            }
+            _ => {}
+        }
+        Value::Object(m)
     }
 
     // ----- tasks/get, tasks/update, tasks/cancel (2026-07-28) -----
@@ -697,7 +745,7 @@ impl Shared {
                 .ok_or_else(task_not_found)?;
             Ok(match era {
                 Era::Legacy => serde_json::to_value(self.legacy_task(&record)).unwrap_or_default(),
-                _ => self.detailed_value(&record, "complete"),
+                _ => self.detailed_value(&record, Some("complete")),
             })
         };
         reply(id, answer.await)
@@ -1090,7 +1138,7 @@ impl Shared {
     fn create_result(&self, r: &TaskRecord) -> Value {
         match r.era {
             Era::Legacy => json!({ "task": self.legacy_task(r) }),
-            _ => self.detailed_value(r, "task"),
+            _ => self.detailed_value(r, Some("task")),
         }
     }
 
@@ -1260,13 +1308,26 @@ impl Shared {
         let fut = if call.era == Era::Legacy {
             fut
         } else {
-            match tokio::time::timeout(window, &mut fut).await {
+            // A zero window polls the handler once: tokio would round a
+            // zero timeout up to its next 1 ms timer tick.
+            let first = if window.is_zero() {
+                std::future::poll_fn(|cx| {
+                    std::task::Poll::Ready(match fut.as_mut().poll(cx) {
+                        std::task::Poll::Ready(out) => Ok(out),
+                        std::task::Poll::Pending => Err(()),
+                    })
+                })
+                .await
+            } else {
+                tokio::time::timeout(window, &mut fut).await.map_err(drop)
+            };
+            match first {
                 Ok(Err(e)) => return Err(e),
                 Ok(Ok(resp)) if is_mrtr(&resp) || matches!(policy, TaskPolicy::Auto { .. }) => {
                     return Ok(resp)
                 }
                 Ok(Ok(resp)) => Box::pin(std::future::ready(Ok(resp))),
-                Err(_elapsed) => fut,
+                Err(()) => fut,
             }
         };
         let task_id = match new_task_id() {
@@ -1771,4 +1832,70 @@ fn decode_cursor(cursor: &str) -> Option<(i64, String)> {
 
 fn ms(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::MemoryStore;
+
+    #[test]
+    fn the_hand_built_body_is_the_typed_one() {
+        let shared = Shared::new(
+            Arc::new(MemoryStore::new()),
+            Config::default(),
+            broadcast::channel(1).0,
+        );
+        let mut r = TaskRecord::new(
+            "t1",
+            Era::Modern,
+            "tool",
+            json!({}),
+            1_767_225_600_123,
+            Some(60_000),
+        );
+        r.poll_interval_ms = Some(500);
+        let mut cases = Vec::new();
+        cases.push(r.clone());
+        let mut ir = r.clone();
+        ir.status = TaskStatus::InputRequired;
+        ir.status_message = Some("waiting".into());
+        ir.input_requests.insert(
+            "k".into(),
+            PendingInput {
+                inner_key: "k".into(),
+                request: InputRequest::new(
+                    "elicitation/create",
+                    json!({"message": "?"})
+                        .as_object()
+                        .cloned()
+                        .unwrap_or_default(),
+                ),
+            },
+        );
+        cases.push(ir);
+        let mut done = r.clone();
+        done.status = TaskStatus::Completed;
+        done.outcome = Some(TaskOutcome::Result(
+            json!({"content": [], "isError": true})
+                .as_object()
+                .cloned()
+                .unwrap_or_default(),
+        ));
+        cases.push(done);
+        let mut failed = r.clone();
+        failed.status = TaskStatus::Failed;
+        failed.outcome = Some(TaskOutcome::Error(
+            JsonRpcError::new(-32050, "x").with_data(json!({"a": 1})),
+        ));
+        cases.push(failed);
+        let mut cancelled = r.clone();
+        cancelled.status = TaskStatus::Cancelled;
+        cancelled.ttl_ms = None;
+        cases.push(cancelled);
+        for r in cases {
+            let typed = serde_json::to_value(shared.detailed(&r)).unwrap_or_default();
+            assert_eq!(shared.detailed_value(&r, None), typed, "{:?}", r.status);
+        }
+    }
 }
