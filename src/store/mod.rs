@@ -36,8 +36,19 @@ use crate::protocol::{InputRequest, InputResponses, TaskStatus};
 
 pub mod conformance;
 mod memory;
+pub mod sql;
 
 pub use memory::MemoryStore;
+pub use sql::connect;
+#[cfg(feature = "postgres")]
+#[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
+pub use sql::PostgresStore;
+#[cfg(feature = "sqlite")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
+pub use sql::SqliteStore;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+#[cfg_attr(docsrs, doc(cfg(any(feature = "sqlite", feature = "postgres"))))]
+pub use sql::{InvalidTableName, SqlOptions};
 
 /// A boxed, `Send` future: what the object-safe [`TaskStore`] methods return.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;

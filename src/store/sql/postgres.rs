@@ -1,0 +1,205 @@
+//! [`PostgresStore`]: tasks in PostgreSQL, shared by every replica.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use sqlx::pool::PoolConnectionMetadata;
+use sqlx::postgres::{PgConnection, PgPoolOptions, PgQueryResult};
+use sqlx::{Connection, Postgres};
+
+use super::{Dialect, Engine, SqlCore, SqlOptions};
+use crate::store::{BoxFuture, Error, Result, TaskRecord, TaskStore};
+
+/// Default pool size.
+const CONNECTIONS: u32 = 10;
+
+/// A pooled connection idle for longer is pinged before use.
+const PING_AFTER_IDLE: Duration = Duration::from_secs(1);
+
+/// Check a connection that sat idle (the server may have restarted or a
+/// proxy may have cut it since), but not one in steady use: pinging on every
+/// acquire, sqlx's default, costs a round trip per statement, which halved
+/// `get` throughput in benches/stores.rs. HikariCP does the same (its
+/// `aliveBypassWindowMs`). A connection that fails the ping is closed and
+/// another one used.
+fn ping_if_idle(
+    conn: &mut PgConnection,
+    meta: PoolConnectionMetadata,
+) -> BoxFuture<'_, Result<bool, sqlx::Error>> {
+    Box::pin(async move {
+        if meta.idle_for >= PING_AFTER_IDLE {
+            conn.ping().await?;
+        }
+        Ok(true)
+    })
+}
+
+impl Engine for Postgres {
+    const DIALECT: Dialect = Dialect {
+        migrations: &[&[
+            // `COLLATE "C"`: ids and owners compare byte by byte, as in
+            // every other store, whatever the database's locale.
+            // `record` is `json`, not `jsonb`: kept exactly as written, and
+            // `\u0000` in a tool's result stays storable.
+            "CREATE TABLE IF NOT EXISTS {t} (
+                id text COLLATE \"C\" PRIMARY KEY,
+                owner text COLLATE \"C\",
+                era text NOT NULL,
+                status text NOT NULL,
+                created_at_ms bigint NOT NULL,
+                updated_at_ms bigint NOT NULL,
+                expires_at_ms bigint,
+                version bigint NOT NULL,
+                record json NOT NULL
+            )",
+            "CREATE INDEX IF NOT EXISTS \"{n}_owner_idx\" ON {t} (owner, created_at_ms, id) \
+             WHERE owner IS NOT NULL",
+            // PostgreSQL orders by the columns after `owner` only under
+            // `owner = …`, not under `owner IS NULL`: ownerless tasks get an
+            // index of their own, or listing them would sort them all.
+            "CREATE INDEX IF NOT EXISTS \"{n}_unowned_idx\" ON {t} (created_at_ms, id) \
+             WHERE owner IS NULL",
+            "CREATE INDEX IF NOT EXISTS \"{n}_expiry_idx\" ON {t} (expires_at_ms) \
+             WHERE expires_at_ms IS NOT NULL",
+        ]],
+        migrations_table: "CREATE TABLE IF NOT EXISTS {m} (
+            version bigint PRIMARY KEY,
+            applied_at_ms bigint NOT NULL
+        )",
+        begin_migration: "BEGIN",
+        // Replicas starting together take turns; released at commit.
+        lock_migration: Some("SELECT pg_advisory_xact_lock($1)"),
+        json_param: "::json",
+        json_column: "record::text",
+        // Concurrent reapers take disjoint batches instead of waiting on
+        // (and then double-reporting) each other's rows. `= ANY(ARRAY(…))`
+        // rather than `IN (…)`: the generic plan of `IN` hash-joins against
+        // a scan of the whole table; this one probes the primary key.
+        reap: "DELETE FROM {t} WHERE id = ANY(ARRAY(SELECT id FROM {t} \
+               WHERE expires_at_ms <= $1 ORDER BY expires_at_ms LIMIT $2 \
+               FOR UPDATE SKIP LOCKED)) RETURNING id",
+    };
+
+    fn rows_affected(result: &PgQueryResult) -> u64 {
+        result.rows_affected()
+    }
+}
+
+/// Tasks in PostgreSQL, shared by every replica that connects to the same
+/// database and table (feature `postgres`).
+///
+/// Every write is one statement, a compare-and-set on the row's version,
+/// and expired rows are reaped in `FOR UPDATE SKIP LOCKED` batches, so any
+/// number of replicas can use one table at once. Connect to the primary (a
+/// task must be readable everywhere as soon as it is created). The
+/// connection is plain TCP unless the application enables one of sqlx's TLS
+/// features (for example `sqlx = { version = "0.9", features =
+/// ["tls-rustls"] }` in its own `Cargo.toml`) and asks for it in the URL
+/// (`sslmode=require`).
+///
+/// See the [module docs](super) for the schema and the statements.
+///
+/// ```no_run
+/// use mcp_task_layer::store::{PostgresStore, SqlOptions};
+/// use mcp_task_layer::TaskLayer;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let store = PostgresStore::connect_with(
+///     "postgres://mcp@db.internal/mcp",
+///     SqlOptions::new().with_table("mcp_tasks")?.with_max_connections(20),
+/// )
+/// .await?;
+/// let layer = TaskLayer::new(store);
+/// # let _ = layer;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct PostgresStore {
+    core: Arc<SqlCore<Postgres>>,
+}
+
+impl fmt::Debug for PostgresStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PostgresStore")
+            .field("table", &self.core.table)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PostgresStore {
+    /// Connect to `url` (`postgres://user:password@host:port/database`)
+    /// with the default [`SqlOptions`] and migrate the schema.
+    pub async fn connect(url: &str) -> Result<Self> {
+        Self::connect_with(url, SqlOptions::default()).await
+    }
+
+    /// [`connect`](Self::connect) with options.
+    pub async fn connect_with(url: &str, options: SqlOptions) -> Result<Self> {
+        let pool = PgPoolOptions::new()
+            .max_connections(options.max_connections.unwrap_or(CONNECTIONS))
+            .test_before_acquire(false)
+            .before_acquire(ping_if_idle)
+            .connect(url)
+            .await
+            .map_err(|e| Error::Backend(Box::new(e)))?;
+        let store = PostgresStore {
+            core: Arc::new(SqlCore::new(pool.clone(), pool, options.table)),
+        };
+        if options.migrate {
+            store.migrate().await?;
+        }
+        Ok(store)
+    }
+
+    /// Apply the schema migrations the table has not had yet; `connect`
+    /// does this unless [`SqlOptions::with_migrations`] turned it off.
+    pub async fn migrate(&self) -> Result<()> {
+        self.core.migrate().await
+    }
+
+    /// The table the tasks are in.
+    pub fn table(&self) -> &str {
+        &self.core.table
+    }
+
+    /// Close every connection, waiting for the ones in use. Later calls on
+    /// this store (and its clones) fail.
+    pub async fn close(&self) {
+        self.core.writes.close().await;
+    }
+}
+
+impl TaskStore for PostgresStore {
+    fn create(&self, record: TaskRecord) -> BoxFuture<'_, Result<()>> {
+        Box::pin(self.core.create(record))
+    }
+
+    fn get<'a>(
+        &'a self,
+        id: &'a str,
+        now_ms: i64,
+    ) -> BoxFuture<'a, Result<Option<Arc<TaskRecord>>>> {
+        Box::pin(self.core.get(id, now_ms))
+    }
+
+    fn replace(&self, record: TaskRecord, expected_version: u64) -> BoxFuture<'_, Result<()>> {
+        Box::pin(self.core.replace(record, expected_version))
+    }
+
+    fn delete_expired(&self, now_ms: i64, limit: usize) -> BoxFuture<'_, Result<Vec<String>>> {
+        Box::pin(self.core.delete_expired(now_ms, limit))
+    }
+
+    fn list<'a>(
+        &'a self,
+        owner: Option<&'a str>,
+        after: Option<(i64, &'a str)>,
+        limit: usize,
+        now_ms: i64,
+    ) -> BoxFuture<'a, Result<Vec<Arc<TaskRecord>>>> {
+        Box::pin(self.core.list(owner, after, limit, now_ms))
+    }
+}

@@ -1,0 +1,215 @@
+//! [`SqliteStore`]: tasks in a SQLite file.
+
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteQueryResult,
+    SqliteSynchronous,
+};
+use sqlx::Sqlite;
+
+use super::{Dialect, Engine, SqlCore, SqlOptions};
+use crate::store::{BoxFuture, Error, Result, TaskRecord, TaskStore};
+
+/// How long a statement waits for another connection's (or process's) write
+/// lock before failing.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Default size of the reader pool.
+const READERS: u32 = 4;
+
+impl Engine for Sqlite {
+    const DIALECT: Dialect = Dialect {
+        migrations: &[&[
+            "CREATE TABLE IF NOT EXISTS {t} (
+                id TEXT PRIMARY KEY NOT NULL,
+                owner TEXT,
+                era TEXT NOT NULL,
+                status TEXT NOT NULL,
+                created_at_ms INTEGER NOT NULL,
+                updated_at_ms INTEGER NOT NULL,
+                expires_at_ms INTEGER,
+                version INTEGER NOT NULL,
+                record TEXT NOT NULL
+            )",
+            "CREATE INDEX IF NOT EXISTS \"{n}_owner_idx\" ON {t} (owner, created_at_ms, id)",
+            "CREATE INDEX IF NOT EXISTS \"{n}_expiry_idx\" ON {t} (expires_at_ms) \
+             WHERE expires_at_ms IS NOT NULL",
+        ]],
+        migrations_table: "CREATE TABLE IF NOT EXISTS {m} (
+            version INTEGER PRIMARY KEY NOT NULL,
+            applied_at_ms INTEGER NOT NULL
+        )",
+        // Takes the write lock at once: two processes opening one file
+        // migrate one after the other.
+        begin_migration: "BEGIN IMMEDIATE",
+        lock_migration: None,
+        json_param: "",
+        json_column: "record",
+        // One writer at a time: nothing to lock or skip.
+        reap: "DELETE FROM {t} WHERE id IN (SELECT id FROM {t} WHERE expires_at_ms <= $1 \
+               ORDER BY expires_at_ms LIMIT $2) RETURNING id",
+    };
+
+    fn rows_affected(result: &SqliteQueryResult) -> u64 {
+        result.rows_affected()
+    }
+}
+
+/// Tasks in a SQLite database: durable on one machine, shared by the
+/// processes that open the same local file (feature `sqlite`).
+///
+/// Files are opened in WAL mode with `synchronous = NORMAL` (a commit
+/// survives a process crash; a power loss may lose the last commits) and a
+/// 5 s `busy_timeout`. Writes go through one pooled connection, so writers
+/// in this process queue instead of contending for SQLite's lock; reads use
+/// a pool of their own (4 connections unless
+/// [`SqlOptions::with_max_connections`] says otherwise). Never put the file
+/// on a network file system, and use [`PostgresStore`](super::PostgresStore)
+/// for replicas on several machines.
+///
+/// `sqlite::memory:` opens a private in-memory database on one connection,
+/// kept open as long as the store lives: for tests.
+///
+/// See the [module docs](super) for the schema and the statements.
+///
+/// ```no_run
+/// use mcp_task_layer::store::{SqlOptions, SqliteStore};
+/// use mcp_task_layer::TaskLayer;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let store = SqliteStore::connect_with(
+///     "sqlite:/var/lib/my-server/tasks.db",
+///     SqlOptions::new().with_table("mcp_tasks")?,
+/// )
+/// .await?;
+/// let layer = TaskLayer::new(store);
+/// # let _ = layer;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct SqliteStore {
+    core: Arc<SqlCore<Sqlite>>,
+}
+
+impl fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SqliteStore")
+            .field("table", &self.core.table)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SqliteStore {
+    /// Open (creating it if missing) the database at `url` (`sqlite:PATH`,
+    /// `sqlite://PATH` or `sqlite::memory:`) with the default
+    /// [`SqlOptions`], and migrate its schema.
+    pub async fn connect(url: &str) -> Result<Self> {
+        Self::connect_with(url, SqlOptions::default()).await
+    }
+
+    /// [`connect`](Self::connect) with options.
+    pub async fn connect_with(url: &str, options: SqlOptions) -> Result<Self> {
+        let backend = |e: sqlx::Error| Error::Backend(Box::new(e));
+        let connect = SqliteConnectOptions::from_str(url)
+            .map_err(backend)?
+            .create_if_missing(true)
+            .busy_timeout(BUSY_TIMEOUT);
+        let in_memory = url.contains(":memory:") || url.contains("mode=memory");
+        let (reads, writes) = if in_memory {
+            // One connection that never closes: the database lives as long
+            // as some connection to it does.
+            let pool = SqlitePoolOptions::new()
+                .max_connections(1)
+                .min_connections(1)
+                .test_before_acquire(false)
+                .idle_timeout(None)
+                .max_lifetime(None)
+                .connect_with(connect)
+                .await
+                .map_err(backend)?;
+            (pool.clone(), pool)
+        } else {
+            let connect = connect
+                .journal_mode(SqliteJournalMode::Wal)
+                .synchronous(SqliteSynchronous::Normal);
+            // No ping before each use: a local file's connection does not
+            // go stale, and the ping is a round trip to its worker thread.
+            let writes = SqlitePoolOptions::new()
+                .max_connections(1)
+                .test_before_acquire(false)
+                .connect_with(connect.clone())
+                .await
+                .map_err(backend)?;
+            let reads = SqlitePoolOptions::new()
+                .max_connections(options.max_connections.unwrap_or(READERS))
+                .test_before_acquire(false)
+                .connect_with(connect)
+                .await
+                .map_err(backend)?;
+            (reads, writes)
+        };
+        let store = SqliteStore {
+            core: Arc::new(SqlCore::new(reads, writes, options.table)),
+        };
+        if options.migrate {
+            store.migrate().await?;
+        }
+        Ok(store)
+    }
+
+    /// Apply the schema migrations the table has not had yet; `connect`
+    /// does this unless [`SqlOptions::with_migrations`] turned it off.
+    pub async fn migrate(&self) -> Result<()> {
+        self.core.migrate().await
+    }
+
+    /// The table the tasks are in.
+    pub fn table(&self) -> &str {
+        &self.core.table
+    }
+
+    /// Close every connection, waiting for the ones in use. Later calls on
+    /// this store (and its clones) fail.
+    pub async fn close(&self) {
+        self.core.reads.close().await;
+        self.core.writes.close().await;
+    }
+}
+
+impl TaskStore for SqliteStore {
+    fn create(&self, record: TaskRecord) -> BoxFuture<'_, Result<()>> {
+        Box::pin(self.core.create(record))
+    }
+
+    fn get<'a>(
+        &'a self,
+        id: &'a str,
+        now_ms: i64,
+    ) -> BoxFuture<'a, Result<Option<Arc<TaskRecord>>>> {
+        Box::pin(self.core.get(id, now_ms))
+    }
+
+    fn replace(&self, record: TaskRecord, expected_version: u64) -> BoxFuture<'_, Result<()>> {
+        Box::pin(self.core.replace(record, expected_version))
+    }
+
+    fn delete_expired(&self, now_ms: i64, limit: usize) -> BoxFuture<'_, Result<Vec<String>>> {
+        Box::pin(self.core.delete_expired(now_ms, limit))
+    }
+
+    fn list<'a>(
+        &'a self,
+        owner: Option<&'a str>,
+        after: Option<(i64, &'a str)>,
+        limit: usize,
+        now_ms: i64,
+    ) -> BoxFuture<'a, Result<Vec<Arc<TaskRecord>>>> {
+        Box::pin(self.core.list(owner, after, limit, now_ms))
+    }
+}
