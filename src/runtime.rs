@@ -20,7 +20,7 @@ use crate::layer::{default_owner, Recovery, TaskPolicy};
 use crate::limits::{json_size, Limits};
 use crate::peer::Peer;
 use crate::protocol::{
-    DetailedTask, InputRequest, InputResponses, TaskMetadata, TaskStatus, META_CLIENT_CAPABILITIES,
+    InputRequest, InputResponses, TaskMetadata, TaskStatus, META_CLIENT_CAPABILITIES,
     META_PROTOCOL_VERSION, META_RELATED_TASK, TASKS_EXTENSION,
 };
 
@@ -653,7 +653,8 @@ impl Shared {
     /// The 2026-07-28 view of a record, as the typed model; the wire body
     /// is built by [`Shared::detailed_value`], which a test holds to it.
     #[cfg(test)]
-    pub(crate) fn detailed(&self, r: &TaskRecord) -> DetailedTask {
+    pub(crate) fn detailed(&self, r: &TaskRecord) -> crate::protocol::DetailedTask {
+        use crate::protocol::DetailedTask;
         let metadata = self.metadata(r);
         match r.status {
             TaskStatus::Working => DetailedTask::working(metadata),
