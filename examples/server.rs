@@ -46,8 +46,8 @@ use axum::http::Extensions;
 use mcp_task_layer::jsonrpc::code;
 use mcp_task_layer::protocol::META_PROTOCOL_VERSION;
 use mcp_task_layer::{
-    CancellationToken, JsonRpcError, JsonRpcRequest, JsonRpcResponse, McpEndpoint, MemoryStore,
-    TaskLayer, TaskOwner, TaskPolicy,
+    CancellationToken, JsonRpcError, JsonRpcRequest, JsonRpcResponse, McpEndpoint, TaskLayer,
+    TaskOwner, TaskPolicy,
 };
 use serde_json::{json, Map, Value};
 use tower::ServiceBuilder;
@@ -63,15 +63,25 @@ async fn main() {
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_writer(std::io::stderr)
         .init();
-    let port = match parse_port(std::env::args().skip(1)) {
-        Ok(port) => port,
+    let (port, store_url) = match parse_args(std::env::args().skip(1)) {
+        Ok(args) => args,
         Err(message) => {
-            eprintln!("{message}\nusage: server [--port PORT]");
+            eprintln!(
+                "{message}\nusage: server [--port PORT] [--store memory|sqlite:PATH|postgres://...]"
+            );
             std::process::exit(2);
         }
     };
+    // `sqlite:` needs `--features sqlite`, `postgres://` `--features postgres`.
+    let store = match mcp_task_layer::store::connect(&store_url).await {
+        Ok(store) => store,
+        Err(e) => {
+            eprintln!("cannot open the task store: {e}");
+            std::process::exit(1);
+        }
+    };
 
-    let tasks = TaskLayer::new(MemoryStore::new())
+    let tasks = TaskLayer::new(store)
         .with_tool_policies([
             ("greet", TaskPolicy::Sync),
             (
@@ -113,19 +123,31 @@ async fn main() {
     }
 }
 
-fn parse_port(mut args: impl Iterator<Item = String>) -> Result<u16, String> {
-    let mut port = 3001;
+/// `--port PORT` (default 3001) and `--store URL` (default `memory`), each
+/// also as `--flag=value`.
+fn parse_args(mut args: impl Iterator<Item = String>) -> Result<(u16, String), String> {
+    let (mut port, mut store) = (3001, "memory".to_owned());
     while let Some(arg) = args.next() {
-        let value = match arg.strip_prefix("--port=") {
-            Some(v) => v.to_owned(),
-            None if arg == "--port" => args.next().ok_or("--port needs a value")?,
-            None => return Err(format!("unknown argument {arg:?}")),
+        let (flag, inline) = match arg.split_once('=') {
+            Some((flag, value)) => (flag.to_owned(), Some(value.to_owned())),
+            None => (arg.clone(), None),
         };
-        port = value
-            .parse()
-            .map_err(|_| format!("invalid port {value:?}"))?;
+        if flag != "--port" && flag != "--store" {
+            return Err(format!("unknown argument {arg:?}"));
+        }
+        let value = match inline {
+            Some(value) => value,
+            None => args.next().ok_or(format!("{flag} needs a value"))?,
+        };
+        if flag == "--port" {
+            port = value
+                .parse()
+                .map_err(|_| format!("invalid port {value:?}"))?;
+        } else {
+            store = value;
+        }
     }
-    Ok(port)
+    Ok((port, store))
 }
 
 /// Demo identity: `Authorization: Bearer <token>` makes `<token>` the owner
