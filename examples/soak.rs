@@ -1,0 +1,710 @@
+//! Soak test (not part of CI): many concurrent tasks with input rounds and
+//! cancels, in process, for a while; then every task must have reached the
+//! state its script expects, and once the tasks have expired and been
+//! reaped the process's resident memory is compared with its start.
+//!
+//! ```sh
+//! cargo run --release --example soak        # 10 000 clients, 60 s, twice
+//! cargo run --release --example soak -- --seconds 20 --tasks 10000 --ttl-secs 30 --cycles 2
+//! ```
+//!
+//! `--tasks N` clients run at once, each one task at a time, script after
+//! script, until `--seconds` have passed. The scripts take turns:
+//!
+//! | script | the client | expected end |
+//! |---|---|---|
+//! | `rounds` | `ask` with 1-3 input rounds, answering each via `tasks/update` | `completed`, with the last answer in the result |
+//! | `cancel_input` | `ask`, then `tasks/cancel` while it waits for input | `cancelled` |
+//! | `cancel_working` | `hang` (stops only when cancelled), then `tasks/cancel` | `cancelled`; the handler returns on its token or is aborted after the cancel grace |
+//! | `cancel_race` | `ask`, cancelled as its handler answers (0-2 ms) | `cancelled`, and still `cancelled` 60 ms later |
+//! | `work` | `work` (sleeps, then answers), or `fail` (a JSON-RPC error) | `completed` / `failed` with `-32050` |
+//!
+//! Waiting uses the layer's events (`TaskLayer::subscribe`), with a
+//! `tasks/get` at least every 500 ms for events the bounded channel
+//! dropped. Tasks live `--ttl-secs` (default 60, longer than the slowest
+//! script on an overloaded machine) and the reaper runs every 250 ms. After
+//! the load the soak waits until the store is empty and reads `VmRSS` (and
+//! the peak, `VmHWM`) from /proc/self/status. It does all that `--cycles`
+//! times (default 2) on the same layer: glibc's allocator keeps freed heap
+//! pages, so RSS rarely falls back to the start, but a second cycle that
+//! does not grow it shows that what expiry freed is reused, not leaked.
+//! The exit status is 1 if any task ended wrong, a record outlived its TTL,
+//! or a cancelled handler kept running.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use mcp_task_layer::{
+    CancellationToken, JsonRpcError, JsonRpcRequest, JsonRpcResponse, Limits, MemoryStore,
+    TaskLayer, TaskOwner, TaskPolicy,
+};
+use serde_json::{json, Value};
+use tokio::sync::{broadcast, Notify};
+use tower::util::BoxCloneSyncService;
+use tower::{ServiceBuilder, ServiceExt};
+
+const TASKS: &str = "io.modelcontextprotocol/tasks";
+const OWNERS: usize = 64;
+
+struct Args {
+    seconds: u64,
+    tasks: usize,
+    ttl_secs: u64,
+    cycles: u64,
+}
+
+fn args() -> Args {
+    let mut out = Args {
+        seconds: 60,
+        tasks: 10_000,
+        ttl_secs: 60,
+        cycles: 2,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let value = it.next().unwrap_or_default();
+        let number = || {
+            value.parse::<u64>().unwrap_or_else(|_| {
+                eprintln!("{flag} needs a number, not {value:?}");
+                std::process::exit(2)
+            })
+        };
+        match flag.as_str() {
+            "--seconds" => out.seconds = number(),
+            "--tasks" => out.tasks = usize::try_from(number()).unwrap_or(usize::MAX),
+            "--ttl-secs" => out.ttl_secs = number(),
+            "--cycles" => out.cycles = number().max(1),
+            _ => {
+                eprintln!("usage: soak [--seconds N] [--tasks N] [--ttl-secs N] [--cycles N]");
+                std::process::exit(2)
+            }
+        }
+    }
+    out
+}
+
+/// `VmRSS` or `VmHWM` of this process, in MiB.
+fn status_mib(field: &str) -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .map_or(f64::NAN, |kib| kib / 1024.0)
+}
+
+// ----- the server -----
+
+/// Gates that hold an `ask` handler's first invocation until its client
+/// has the task id, so that the call becomes a task however late the
+/// runtime polls it (a handler that answered within the task window would
+/// be plain MRTR).
+#[derive(Default)]
+struct Gates(Mutex<HashMap<u64, Arc<Notify>>>);
+
+impl Gates {
+    fn gate(&self, id: u64) -> Arc<Notify> {
+        Arc::clone(self.0.lock().unwrap().entry(id).or_default())
+    }
+    fn open(&self, id: u64) {
+        self.gate(id).notify_one();
+    }
+    async fn pass(&self, id: u64) {
+        self.gate(id).notified().await;
+        self.0.lock().unwrap().remove(&id);
+    }
+}
+
+#[derive(Default)]
+struct Handlers {
+    gates: Gates,
+    /// `hang` handlers started.
+    hang_started: AtomicUsize,
+    /// `hang` handlers that saw their cancellation token and returned.
+    hang_stopped: AtomicUsize,
+    /// `hang` handlers the layer aborted (dropped) after the cancel grace,
+    /// before they were polled again.
+    hang_aborted: Arc<AtomicUsize>,
+}
+
+/// Counts a handler dropped before it finished.
+struct Aborted(Option<Arc<AtomicUsize>>);
+
+impl Drop for Aborted {
+    fn drop(&mut self) {
+        if let Some(n) = self.0.take() {
+            n.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+fn text(s: String) -> Value {
+    json!({ "resultType": "complete", "content": [{ "type": "text", "text": s }] })
+}
+
+/// The MCP server behind the layer. `arguments.ms` is how long a call
+/// works (tokio time) before it answers.
+async fn server(h: Arc<Handlers>, req: JsonRpcRequest) -> Result<JsonRpcResponse, Infallible> {
+    let id = req.id.clone();
+    let params = req.params.clone().unwrap_or(Value::Null);
+    let tool = params["name"].as_str().unwrap_or_default();
+    let ms = params["arguments"]["ms"].as_u64().unwrap_or(1);
+    let token = req
+        .extensions
+        .get::<CancellationToken>()
+        .cloned()
+        .unwrap_or_default();
+    let result = match tool {
+        // Asks `v` `rounds` times (a fresh task key each round), then
+        // answers with the number of rounds and the last answer.
+        "ask" => {
+            if params["requestState"].is_null() {
+                if let Some(gate) = params["arguments"]["gate"].as_u64() {
+                    h.gates.pass(gate).await;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+            let rounds = params["arguments"]["rounds"].as_u64().unwrap_or(1);
+            let asked: u64 = params["requestState"]
+                .as_str()
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(0);
+            if asked < rounds {
+                json!({
+                    "resultType": "input_required",
+                    "inputRequests": { "v": { "method": "elicitation/create", "params": {
+                        "mode": "form",
+                        "message": format!("round {}", asked + 1),
+                        "requestedSchema": { "type": "object", "properties": { "v": { "type": "string" } } }
+                    } } },
+                    "requestState": (asked + 1).to_string(),
+                })
+            } else {
+                let last = params["inputResponses"]["v"]["content"]["v"]
+                    .as_str()
+                    .unwrap_or("?");
+                text(format!("rounds={asked} last={last}"))
+            }
+        }
+        "hang" => {
+            h.hang_started.fetch_add(1, Ordering::Relaxed);
+            let mut guard = Aborted(Some(Arc::clone(&h.hang_aborted)));
+            token.cancelled().await;
+            guard.0 = None;
+            h.hang_stopped.fetch_add(1, Ordering::Relaxed);
+            text("stopped".into())
+        }
+        "work" => {
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+            text(format!("worked {ms}"))
+        }
+        "fail" => {
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+            return Ok(JsonRpcResponse::error(
+                id,
+                JsonRpcError::new(-32050, "the tool failed"),
+            ));
+        }
+        other => {
+            return Ok(JsonRpcResponse::error(
+                id,
+                JsonRpcError::invalid_params(format!("unknown tool {other}")),
+            ))
+        }
+    };
+    Ok(JsonRpcResponse::result(id, result))
+}
+
+type Svc = BoxCloneSyncService<JsonRpcRequest, JsonRpcResponse, Infallible>;
+
+/// Wakes the clients waiting for a task when the layer announces a change.
+#[derive(Default)]
+struct Waiters(Mutex<HashMap<String, Arc<Notify>>>);
+
+impl Waiters {
+    fn register(&self, task: &str) -> Arc<Notify> {
+        let n = Arc::new(Notify::new());
+        self.0
+            .lock()
+            .unwrap()
+            .insert(task.to_owned(), Arc::clone(&n));
+        n
+    }
+    fn forget(&self, task: &str) {
+        self.0.lock().unwrap().remove(task);
+    }
+    fn wake(&self, task: &str) {
+        if let Some(n) = self.0.lock().unwrap().get(task) {
+            n.notify_one();
+        }
+    }
+}
+
+#[derive(Default)]
+struct Stats {
+    rounds: AtomicUsize,
+    cancel_input: AtomicUsize,
+    cancel_working: AtomicUsize,
+    cancel_race: AtomicUsize,
+    work: AtomicUsize,
+    fail: AtomicUsize,
+
+    requests: AtomicU64,
+    updates: AtomicU64,
+    wrong: AtomicUsize,
+    /// The longest script, start to checked end.
+    slowest_ms: AtomicU64,
+}
+
+struct Client {
+    svc: Svc,
+    handlers: Arc<Handlers>,
+    gate: u64,
+    owner: String,
+    waiters: Arc<Waiters>,
+    stats: Arc<Stats>,
+    next: u64,
+}
+
+impl Client {
+    async fn send(&mut self, method: &str, mut params: Value) -> JsonRpcResponse {
+        self.next += 1;
+        params["_meta"] = json!({
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": { "elicitation": {}, "extensions": { TASKS: {} } },
+        });
+        let mut req = JsonRpcRequest::new(i64::try_from(self.next).unwrap_or(0), method, params);
+        req.extensions.insert(TaskOwner::new(self.owner.clone()));
+        self.stats.requests.fetch_add(1, Ordering::Relaxed);
+        self.svc
+            .clone()
+            .oneshot(req)
+            .await
+            .unwrap_or_else(|e| match e {})
+    }
+
+    async fn get(&mut self, task: &str) -> Result<Value, String> {
+        match self
+            .send("tasks/get", json!({ "taskId": task }))
+            .await
+            .payload
+        {
+            Ok(v) => Ok(v),
+            Err(e) => Err(format!("tasks/get: {e}")),
+        }
+    }
+
+    /// Wait until the task leaves `working`: woken by layer events, with a
+    /// `tasks/get` at least every 500 ms.
+    async fn settle(&mut self, task: &str, wake: &Notify) -> Result<Value, String> {
+        let started = Instant::now();
+        loop {
+            let body = self.get(task).await?;
+            if body["status"] != "working" {
+                return Ok(body);
+            }
+            if started.elapsed() > Duration::from_secs(120) {
+                return Err(format!("still working after 120 s: {body}"));
+            }
+            let _ = tokio::time::timeout(Duration::from_millis(500), wake.notified()).await;
+        }
+    }
+
+    /// Call a tool that must become a task; its id. An `ask` handler waits
+    /// at its gate until the client has the id.
+    async fn start(&mut self, tool: &str, mut args: Value) -> Result<String, String> {
+        self.gate += 1;
+        let gate = self.gate;
+        if tool == "ask" {
+            args["gate"] = json!(gate);
+        }
+        let resp = self
+            .send("tools/call", json!({ "name": tool, "arguments": args }))
+            .await;
+        if tool == "ask" {
+            self.handlers.gates.open(gate);
+        }
+        let v = resp
+            .payload
+            .map_err(|e| format!("tools/call {tool}: {e}"))?;
+        match (v["resultType"].as_str(), v["taskId"].as_str()) {
+            (Some("task"), Some(id)) => Ok(id.to_owned()),
+            _ => Err(format!("tools/call {tool} did not make a task: {v}")),
+        }
+    }
+
+    async fn cancel(&mut self, task: &str) -> Result<(), String> {
+        let resp = self.send("tasks/cancel", json!({ "taskId": task })).await;
+        match resp.payload {
+            Ok(v) if v == json!({ "resultType": "complete" }) => Ok(()),
+            other => Err(format!("tasks/cancel: {other:?}")),
+        }
+    }
+
+    /// One script, checked and timed; `Err` says what went wrong.
+    async fn round(&mut self, script: u64, rng: &mut u64) -> Result<(), String> {
+        const NAMES: [&str; 5] = [
+            "rounds",
+            "cancel_input",
+            "cancel_working",
+            "cancel_race",
+            "work",
+        ];
+        let started = Instant::now();
+        let outcome = self.script(script, rng).await;
+        let ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.stats.slowest_ms.fetch_max(ms, Ordering::Relaxed);
+        outcome.map_err(|e| format!("{} after {ms} ms: {e}", NAMES[(script % 5) as usize]))
+    }
+
+    async fn script(&mut self, script: u64, rng: &mut u64) -> Result<(), String> {
+        let mut roll = |n: u64| {
+            // xorshift: cheap and deterministic per client.
+            *rng ^= *rng << 13;
+            *rng ^= *rng >> 7;
+            *rng ^= *rng << 17;
+            *rng % n
+        };
+        let work_ms = 20 + roll(30);
+        match script % 5 {
+            0 => {
+                let rounds = 1 + roll(3);
+                let args = json!({ "rounds": rounds, "ms": work_ms });
+                let task = self.start("ask", args).await?;
+                let wake = self.waiters.register(&task);
+                let mut answered = 0;
+                let outcome = loop {
+                    let body = match self.settle(&task, &wake).await {
+                        Ok(body) => body,
+                        Err(e) => break Err(e),
+                    };
+                    match body["status"].as_str() {
+                        Some("input_required") => {
+                            let keys: Vec<String> = body["inputRequests"]
+                                .as_object()
+                                .map(|m| m.keys().cloned().collect())
+                                .unwrap_or_default();
+                            let [key] = keys.as_slice() else {
+                                break Err(format!("expected one input request: {body}"));
+                            };
+                            answered += 1;
+                            let answers = json!({ key.clone(): { "action": "accept", "content": { "v": format!("a{answered}") } } });
+                            self.stats.updates.fetch_add(1, Ordering::Relaxed);
+                            let r = self
+                                .send(
+                                    "tasks/update",
+                                    json!({ "taskId": task, "inputResponses": answers }),
+                                )
+                                .await;
+                            if r.payload != Ok(json!({ "resultType": "complete" })) {
+                                break Err(format!("tasks/update: {r:?}"));
+                            }
+                        }
+                        Some("completed") => {
+                            let expected = format!("rounds={rounds} last=a{rounds}");
+                            break if body["result"]["content"][0]["text"] == expected.as_str()
+                                && answered == rounds
+                            {
+                                self.stats.rounds.fetch_add(1, Ordering::Relaxed);
+                                Ok(())
+                            } else {
+                                Err(format!("expected {expected} after {rounds} answers ({answered}): {body}"))
+                            };
+                        }
+                        _ => break Err(format!("rounds: unexpected {body}")),
+                    }
+                };
+                self.waiters.forget(&task);
+                outcome
+            }
+            1 => {
+                let task = self
+                    .start("ask", json!({ "rounds": 1, "ms": work_ms }))
+                    .await?;
+                let wake = self.waiters.register(&task);
+                let body = self.settle(&task, &wake).await;
+                self.waiters.forget(&task);
+                let body = body?;
+                if body["status"] != "input_required" {
+                    return Err(format!("cancel_input: not waiting for input: {body}"));
+                }
+                self.cancel(&task).await?;
+                self.expect_cancelled(&task).await?;
+                self.stats.cancel_input.fetch_add(1, Ordering::Relaxed);
+                Ok(())
+            }
+            2 => {
+                let task = self.start("hang", json!({})).await?;
+                tokio::time::sleep(Duration::from_millis(roll(50))).await;
+                self.cancel(&task).await?;
+                self.expect_cancelled(&task).await?;
+                self.stats.cancel_working.fetch_add(1, Ordering::Relaxed);
+                Ok(())
+            }
+            3 => {
+                // The handler is let go as the task is made, and answers
+                // after 0-2 ms: the cancel races it.
+                let task = self
+                    .start("ask", json!({ "rounds": 1, "ms": roll(3) }))
+                    .await?;
+                self.cancel(&task).await?;
+                self.expect_cancelled(&task).await?;
+                self.stats.cancel_race.fetch_add(1, Ordering::Relaxed);
+                Ok(())
+            }
+            _ => {
+                let fail = roll(4) == 0;
+                let tool = if fail { "fail" } else { "work" };
+                let task = self.start(tool, json!({ "ms": work_ms })).await?;
+                let wake = self.waiters.register(&task);
+                let body = self.settle(&task, &wake).await;
+                self.waiters.forget(&task);
+                let body = body?;
+                let ok = if fail {
+                    body["status"] == "failed" && body["error"]["code"] == -32050
+                } else {
+                    body["status"] == "completed"
+                        && body["result"]["content"][0]["text"]
+                            == format!("worked {work_ms}").as_str()
+                };
+                if !ok {
+                    return Err(format!("{tool}: unexpected {body}"));
+                }
+                let counter = if fail {
+                    &self.stats.fail
+                } else {
+                    &self.stats.work
+                };
+                counter.fetch_add(1, Ordering::Relaxed);
+                Ok(())
+            }
+        }
+    }
+
+    /// `cancelled` right after the cancel's ack, and still `cancelled` a
+    /// little later (the handler's late answer must not overwrite it).
+    async fn expect_cancelled(&mut self, task: &str) -> Result<(), String> {
+        for pause in [0, 60] {
+            tokio::time::sleep(Duration::from_millis(pause)).await;
+            let body = self.get(task).await?;
+            if body["status"] != "cancelled" {
+                return Err(format!("not cancelled: {body}"));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[tokio::main(flavor = "multi_thread")]
+async fn main() {
+    let args = args();
+    let rss_start = status_mib("VmRSS:");
+    println!(
+        "soak: {} concurrent clients for {} s, {} cycle(s), task TTL {} s; VmRSS at start {rss_start:.1} MiB",
+        args.tasks, args.seconds, args.cycles, args.ttl_secs
+    );
+
+    let store = MemoryStore::new();
+    let layer = TaskLayer::new(store.clone())
+        .with_default_policy(TaskPolicy::Task)
+        .with_default_ttl(Some(Duration::from_secs(args.ttl_secs)))
+        .with_reap_interval(Duration::from_millis(250))
+        .with_limits(Limits {
+            max_tasks_per_owner: args.tasks,
+            ..Limits::default()
+        });
+    let mut events = layer.subscribe();
+    let handlers = Arc::new(Handlers::default());
+    let for_server = Arc::clone(&handlers);
+    let svc: Svc = BoxCloneSyncService::new(ServiceBuilder::new().layer(layer).service(
+        tower::service_fn(move |req| server(Arc::clone(&for_server), req)),
+    ));
+
+    let waiters = Arc::new(Waiters::default());
+    let lagged = Arc::new(AtomicU64::new(0));
+    {
+        let waiters = Arc::clone(&waiters);
+        let lagged = Arc::clone(&lagged);
+        tokio::spawn(async move {
+            loop {
+                match events.recv().await {
+                    Ok(e) => waiters.wake(&e.task_id),
+                    Err(broadcast::error::RecvError::Lagged(n)) => {
+                        lagged.fetch_add(n, Ordering::Relaxed);
+                    }
+                    Err(broadcast::error::RecvError::Closed) => return,
+                }
+            }
+        });
+    }
+
+    let mut failed = false;
+    let mut after_expiry = Vec::new();
+    for cycle in 1..=args.cycles {
+        println!("cycle {cycle}:");
+        let stats = Arc::new(Stats::default());
+        let errors = Arc::new(Mutex::new(Vec::<String>::new()));
+        let started = Instant::now();
+        let deadline = started + Duration::from_secs(args.seconds);
+        let mut clients = Vec::with_capacity(args.tasks);
+        for i in 0..args.tasks {
+            let mut client = Client {
+                svc: svc.clone(),
+                handlers: Arc::clone(&handlers),
+                gate: (cycle << 48) | ((i as u64) << 24),
+                owner: format!("owner-{}", i % OWNERS),
+                waiters: Arc::clone(&waiters),
+                stats: Arc::clone(&stats),
+                next: 0,
+            };
+            let errors = Arc::clone(&errors);
+            clients.push(tokio::spawn(async move {
+                let mut rng = (0x9E37_79B9_7F4A_7C15_u64
+                    ^ (i as u64 + cycle).wrapping_mul(0x2545_F491_4F6C_DD1D))
+                    | 1;
+                let mut script = i as u64;
+                while Instant::now() < deadline {
+                    if let Err(e) = client.round(script, &mut rng).await {
+                        client.stats.wrong.fetch_add(1, Ordering::Relaxed);
+                        let mut errors = errors.lock().unwrap();
+                        if errors.len() < 10 {
+                            errors.push(e);
+                        }
+                    }
+                    script += 1;
+                }
+            }));
+        }
+
+        // Progress, and the peak number of records.
+        let mut peak_records = 0;
+        let mut last = Instant::now();
+        while clients.iter().any(|c| !c.is_finished()) {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            peak_records = peak_records.max(store.len());
+            if last.elapsed() >= Duration::from_secs(10) {
+                last = Instant::now();
+                println!(
+                    "  t={:>3} s  records {:>7}  requests {:>9}  VmRSS {:.1} MiB",
+                    started.elapsed().as_secs(),
+                    store.len(),
+                    stats.requests.load(Ordering::Relaxed),
+                    status_mib("VmRSS:")
+                );
+            }
+        }
+        for c in clients {
+            c.await.expect("a client panicked");
+        }
+        let load_secs = started.elapsed().as_secs_f64();
+        let rss_end_of_load = status_mib("VmRSS:");
+
+        // Every cancelled `hang` handler has stopped or been aborted.
+        let h = &*handlers;
+        let ended =
+            || h.hang_stopped.load(Ordering::Relaxed) + h.hang_aborted.load(Ordering::Relaxed);
+        let stop_deadline = Instant::now() + Duration::from_secs(30);
+        while ended() < h.hang_started.load(Ordering::Relaxed) && Instant::now() < stop_deadline {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+
+        // Wait for expiry and the reaper.
+        let expiry_deadline = Instant::now() + Duration::from_secs(args.ttl_secs + 30);
+        while !store.is_empty() && Instant::now() < expiry_deadline {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        let left = store.len();
+        // Let freed memory settle (allocator caches, idle workers).
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let rss_after = status_mib("VmRSS:");
+        after_expiry.push(rss_after);
+
+        let s = &*stats;
+        let total = s.rounds.load(Ordering::Relaxed)
+            + s.cancel_input.load(Ordering::Relaxed)
+            + s.cancel_working.load(Ordering::Relaxed)
+            + s.cancel_race.load(Ordering::Relaxed)
+            + s.work.load(Ordering::Relaxed)
+            + s.fail.load(Ordering::Relaxed);
+        let wrong = s.wrong.load(Ordering::Relaxed);
+        let requests = s.requests.load(Ordering::Relaxed);
+        println!(
+            "  load {load_secs:.1} s: {total} tasks ended as expected ({:.0}/s), {wrong} wrong; slowest script {} ms",
+            total as f64 / load_secs,
+            s.slowest_ms.load(Ordering::Relaxed)
+        );
+        println!(
+            "  rounds {}  cancel_input {}  cancel_working {}  cancel_race {}  work {}  fail {}",
+            s.rounds.load(Ordering::Relaxed),
+            s.cancel_input.load(Ordering::Relaxed),
+            s.cancel_working.load(Ordering::Relaxed),
+            s.cancel_race.load(Ordering::Relaxed),
+            s.work.load(Ordering::Relaxed),
+            s.fail.load(Ordering::Relaxed),
+        );
+        println!(
+            "  {requests} requests ({:.0}/s), {} tasks/update, peak records {peak_records}, layer events the waiter missed {}",
+            requests as f64 / load_secs,
+            s.updates.load(Ordering::Relaxed),
+            lagged.load(Ordering::Relaxed),
+        );
+        let started_hangs = h.hang_started.load(Ordering::Relaxed);
+        println!(
+            "  hang handlers so far: {started_hangs} started, {} returned on their token, {} aborted after the cancel grace",
+            h.hang_stopped.load(Ordering::Relaxed),
+            h.hang_aborted.load(Ordering::Relaxed),
+        );
+        println!(
+            "  records left after expiry: {left}; VmRSS end of load {rss_end_of_load:.1} MiB, after expiry {rss_after:.1} MiB"
+        );
+        for e in errors.lock().unwrap().iter() {
+            println!("  wrong: {e}");
+        }
+        failed |= wrong > 0 || left > 0 || ended() != started_hangs || total == 0;
+    }
+
+    let rss_peak = status_mib("VmHWM:");
+    let rss_after = after_expiry.last().copied().unwrap_or(f64::NAN);
+    let growth = rss_peak - rss_start;
+    let kept = rss_after - rss_start;
+    println!(
+        "memory: VmRSS start {rss_start:.1} MiB, peak (VmHWM) {rss_peak:.1} MiB, after expiry {}",
+        after_expiry
+            .iter()
+            .enumerate()
+            .map(|(i, m)| format!("{m:.1} MiB (cycle {})", i + 1))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let near = kept <= (0.25 * growth).max(32.0);
+    println!(
+        "  after expiry {kept:+.1} MiB over the start ({:.0}% of the peak growth): {}",
+        if growth > 0.0 {
+            100.0 * kept / growth
+        } else {
+            0.0
+        },
+        if near {
+            "returned near the start"
+        } else {
+            "did NOT return near the start"
+        }
+    );
+    if let [first, .., last] = after_expiry.as_slice() {
+        let drift = last - first;
+        println!(
+            "  from the first cycle's expiry to the last: {drift:+.1} MiB ({})",
+            if drift <= (0.10 * growth).max(16.0) {
+                "the memory freed by expiry is reused, not leaked"
+            } else {
+                "GROWING across cycles: a leak?"
+            }
+        );
+    }
+    if failed {
+        std::process::exit(1);
+    }
+}
