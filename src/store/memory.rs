@@ -1,13 +1,21 @@
 //! The in-memory store: sharded, with an expiry index and an owner index.
 
+use std::borrow::Borrow;
+use std::cmp::Ordering;
 use std::collections::hash_map::RandomState;
 use std::collections::{BTreeSet, HashMap};
-use std::hash::BuildHasher;
+use std::fmt;
+use std::hash::{BuildHasher, Hash, Hasher};
 use std::sync::{Arc, PoisonError, RwLock};
 
-use super::{BoxFuture, Error, Result, TaskRecord, TaskStore};
+use serde_json::Value;
+
+use super::{BoxFuture, Era, Error, Result, TaskOutcome, TaskRecord, TaskStore};
+use crate::protocol::TaskStatus;
 
 const SHARDS: usize = 64;
+/// Expired records removed per write lock of a shard while reaping.
+const REAP_PER_LOCK: usize = 64;
 
 /// The default store: tasks in this process's memory.
 ///
@@ -15,8 +23,15 @@ const SHARDS: usize = 64;
 /// rarely meet; a read is one hash, one shared lock and one `Arc` clone
 /// whatever the number of live tasks. Each shard keeps its records ordered by
 /// expiry, so [`delete_expired`](TaskStore::delete_expired) touches only the
-/// expired ones and holds one shard's lock at a time. An owner index makes
+/// expired ones, holding one shard's lock at a time for at most 64 of them. An owner index makes
 /// [`list`](TaskStore::list) proportional to the page, not to the store.
+///
+/// A task id is stored once and shared by the shard's map and both indexes;
+/// index lookups compare its first 16 bytes inline. A finished task (one
+/// whose resume state the layer has cleared) is kept compact, its outcome as
+/// JSON text: about a quarter of the memory of the full record. Reading it
+/// rebuilds the record, which costs about a microsecond more than reading a
+/// running task.
 ///
 /// Cloning a `MemoryStore` shares the same tasks.
 #[derive(Clone, Debug)]
@@ -32,13 +47,248 @@ struct Inner {
 }
 
 /// Owner key → `(created_at_ms, id)` of each of its records.
-type OwnerIndex = HashMap<Option<String>, BTreeSet<(i64, String)>>;
+type OwnerIndex = HashMap<Option<String>, BTreeSet<(i64, Id)>>;
 
 #[derive(Debug, Default)]
 struct Shard {
-    tasks: HashMap<String, Arc<TaskRecord>>,
+    tasks: HashMap<Id, Slot>,
     /// `(expires_at_ms, id)` for every record with a TTL.
-    expiry: BTreeSet<(i64, String)>,
+    expiry: BTreeSet<(i64, Id)>,
+}
+
+/// A task id, allocated once and shared by a shard's map and both indexes.
+///
+/// It orders, compares and hashes exactly like the string it holds. The
+/// first 16 bytes are kept inline (zero-padded), so most index comparisons
+/// never read the heap: two ids whose padded heads differ compare like their
+/// heads, since the first differing byte is a real byte of at least one of
+/// them; only equal heads fall back to the full strings.
+#[derive(Clone)]
+struct Id {
+    head: [u8; 16],
+    full: Arc<str>,
+}
+
+impl Id {
+    fn new(id: &str) -> Self {
+        let mut head = [0u8; 16];
+        let n = id.len().min(head.len());
+        head[..n].copy_from_slice(&id.as_bytes()[..n]);
+        Id {
+            head,
+            full: Arc::from(id),
+        }
+    }
+
+    fn as_str(&self) -> &str {
+        &self.full
+    }
+}
+
+impl PartialEq for Id {
+    fn eq(&self, other: &Self) -> bool {
+        self.head == other.head && self.full == other.full
+    }
+}
+
+impl Eq for Id {}
+
+impl Ord for Id {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.head
+            .cmp(&other.head)
+            .then_with(|| self.full.cmp(&other.full))
+    }
+}
+
+impl PartialOrd for Id {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Hash for Id {
+    // Like `str`, so that the map can be searched with a `&str`.
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.as_str().hash(state);
+    }
+}
+
+impl Borrow<str> for Id {
+    fn borrow(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl fmt::Debug for Id {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+/// A stored record: as the layer wrote it, or compact once finished.
+#[derive(Debug)]
+enum Slot {
+    Full(Arc<TaskRecord>),
+    Done(Arc<Done>),
+}
+
+/// A finished record without its (cleared) resume state, the outcome kept
+/// as JSON text. `Done::record` gives back exactly the record stored.
+#[derive(Debug)]
+struct Done {
+    owner: Option<Box<str>>,
+    era: Era,
+    status: TaskStatus,
+    status_message: Option<Box<str>>,
+    created_at_ms: i64,
+    updated_at_ms: i64,
+    ttl_ms: Option<u64>,
+    poll_interval_ms: Option<u64>,
+    version: u64,
+    tool_name: Box<str>,
+    round: u32,
+    outcome: Option<Box<str>>,
+    cancel_requested: bool,
+}
+
+impl Done {
+    /// The compact form of `r`, if it is finished, carries no resume state
+    /// and its outcome survives a trip through JSON text unchanged.
+    fn of(r: &TaskRecord) -> Option<Done> {
+        let resumable = !r.arguments.is_null()
+            || r.meta.is_some()
+            || r.request_state.is_some()
+            || !r.input_requests.is_empty()
+            || !r.issued_keys.is_empty()
+            || !r.input_responses.is_empty()
+            || r.lease.is_some();
+        if !r.status.is_terminal() || resumable {
+            return None;
+        }
+        let outcome = match &r.outcome {
+            None => None,
+            // `data: Some(null)` would read back as `None`.
+            Some(TaskOutcome::Error(e)) if e.data == Some(Value::Null) => return None,
+            Some(o) => Some(serde_json::to_string(o).ok()?.into_boxed_str()),
+        };
+        Some(Done {
+            owner: r.owner.as_deref().map(Box::from),
+            era: r.era,
+            status: r.status,
+            status_message: r.status_message.as_deref().map(Box::from),
+            created_at_ms: r.created_at_ms,
+            updated_at_ms: r.updated_at_ms,
+            ttl_ms: r.ttl_ms,
+            poll_interval_ms: r.poll_interval_ms,
+            version: r.version,
+            tool_name: r.tool_name.as_str().into(),
+            round: r.round,
+            outcome,
+            cancel_requested: r.cancel_requested,
+        })
+    }
+
+    /// The full record again.
+    fn record(&self, id: &str) -> TaskRecord {
+        let outcome = self.outcome.as_deref().map(|json| {
+            serde_json::from_str(json).unwrap_or_else(|e| {
+                // Written by `Done::of` from a value of this very type.
+                TaskOutcome::Error(crate::jsonrpc::JsonRpcError::internal(format!(
+                    "the stored outcome cannot be read back: {e}"
+                )))
+            })
+        });
+        TaskRecord {
+            id: id.to_owned(),
+            owner: self.owner.as_deref().map(str::to_owned),
+            era: self.era,
+            status: self.status,
+            status_message: self.status_message.as_deref().map(str::to_owned),
+            created_at_ms: self.created_at_ms,
+            updated_at_ms: self.updated_at_ms,
+            ttl_ms: self.ttl_ms,
+            poll_interval_ms: self.poll_interval_ms,
+            version: self.version,
+            tool_name: self.tool_name.as_ref().to_owned(),
+            arguments: Value::Null,
+            meta: None,
+            request_state: None,
+            round: self.round,
+            input_requests: Default::default(),
+            issued_keys: Default::default(),
+            input_responses: Default::default(),
+            outcome,
+            cancel_requested: self.cancel_requested,
+            lease: None,
+        }
+    }
+}
+
+impl Slot {
+    fn new(record: TaskRecord) -> Self {
+        match Done::of(&record) {
+            Some(done) => Slot::Done(Arc::new(done)),
+            None => Slot::Full(Arc::new(record)),
+        }
+    }
+
+    fn version(&self) -> u64 {
+        match self {
+            Slot::Full(r) => r.version,
+            Slot::Done(d) => d.version,
+        }
+    }
+
+    fn created_at_ms(&self) -> i64 {
+        match self {
+            Slot::Full(r) => r.created_at_ms,
+            Slot::Done(d) => d.created_at_ms,
+        }
+    }
+
+    fn owner(&self) -> Option<&str> {
+        match self {
+            Slot::Full(r) => r.owner.as_deref(),
+            Slot::Done(d) => d.owner.as_deref(),
+        }
+    }
+
+    fn expires_at_ms(&self) -> Option<i64> {
+        let (created, ttl) = match self {
+            Slot::Full(r) => (r.created_at_ms, r.ttl_ms),
+            Slot::Done(d) => (d.created_at_ms, d.ttl_ms),
+        };
+        ttl.map(|ttl| created.saturating_add(i64::try_from(ttl).unwrap_or(i64::MAX)))
+    }
+
+    fn is_expired(&self, now_ms: i64) -> bool {
+        self.expires_at_ms().is_some_and(|at| at <= now_ms)
+    }
+
+    /// What a read hands out; rebuilt outside the shard lock for a compact
+    /// record.
+    fn share(&self) -> Shared {
+        match self {
+            Slot::Full(r) => Shared::Full(Arc::clone(r)),
+            Slot::Done(d) => Shared::Done(Arc::clone(d)),
+        }
+    }
+}
+
+/// A record taken out of a shard under its lock.
+enum Shared {
+    Full(Arc<TaskRecord>),
+    Done(Arc<Done>),
+}
+
+impl Shared {
+    fn into_record(self, id: &str) -> Arc<TaskRecord> {
+        match self {
+            Shared::Full(r) => r,
+            Shared::Done(d) => Arc::new(d.record(id)),
+        }
+    }
 }
 
 impl Default for MemoryStore {
@@ -82,24 +332,31 @@ impl MemoryStore {
         &self.inner.shards[h % SHARDS]
     }
 
+    fn owner_shard_index(&self, owner: Option<&str>) -> usize {
+        self.inner.hasher.hash_one(owner) as usize % SHARDS
+    }
+
     fn owner_shard(&self, owner: Option<&str>) -> &RwLock<OwnerIndex> {
-        let h = self.inner.hasher.hash_one(owner) as usize;
-        &self.inner.owners[h % SHARDS]
+        &self.inner.owners[self.owner_shard_index(owner)]
     }
 
     fn create_now(&self, record: TaskRecord) -> Result<()> {
         let owner = record.owner.clone();
         let created = record.created_at_ms;
-        let id = record.id.clone();
+        let expires = record.expires_at_ms();
+        let lock = self.shard(&record.id);
+        // Allocate outside the lock.
+        let id = Id::new(&record.id);
+        let slot = Slot::new(record);
         {
-            let mut shard = write(self.shard(&record.id));
-            if shard.tasks.contains_key(&record.id) {
+            let mut shard = write(lock);
+            if shard.tasks.contains_key(id.as_str()) {
                 return Err(Error::AlreadyExists);
             }
-            if let Some(at) = record.expires_at_ms() {
-                shard.expiry.insert((at, record.id.clone()));
+            if let Some(at) = expires {
+                shard.expiry.insert((at, id.clone()));
             }
-            shard.tasks.insert(record.id.clone(), Arc::new(record));
+            shard.tasks.insert(id.clone(), slot);
         }
         write(self.owner_shard(owner.as_deref()))
             .entry(owner)
@@ -109,65 +366,110 @@ impl MemoryStore {
     }
 
     fn replace_now(&self, record: TaskRecord, expected_version: u64) -> Result<()> {
-        let mut shard = write(self.shard(&record.id));
-        let Some(current) = shard.tasks.get(&record.id) else {
-            return Err(Error::NotFound);
+        let new_exp = record.expires_at_ms();
+        let lock = self.shard(&record.id);
+        // Compact a finished record before taking the lock.
+        let done = Done::of(&record);
+        let old = {
+            let mut guard = write(lock);
+            let shard = &mut *guard;
+            let (key, old_exp) = match shard.tasks.get_key_value(record.id.as_str()) {
+                None => return Err(Error::NotFound),
+                Some((_, slot)) if slot.version() != expected_version => {
+                    return Err(Error::Conflict)
+                }
+                Some((key, slot)) => (key.clone(), slot.expires_at_ms()),
+            };
+            if old_exp != new_exp {
+                if let Some(at) = old_exp {
+                    shard.expiry.remove(&(at, key.clone()));
+                }
+                if let Some(at) = new_exp {
+                    shard.expiry.insert((at, key.clone()));
+                }
+            }
+            let new = match done {
+                Some(done) => Slot::Done(Arc::new(done)),
+                None => Slot::Full(Arc::new(record)),
+            };
+            shard.tasks.insert(key, new)
         };
-        if current.version != expected_version {
-            return Err(Error::Conflict);
-        }
-        let (old_exp, new_exp) = (current.expires_at_ms(), record.expires_at_ms());
-        if old_exp != new_exp {
-            if let Some(at) = old_exp {
-                shard.expiry.remove(&(at, record.id.clone()));
-            }
-            if let Some(at) = new_exp {
-                shard.expiry.insert((at, record.id.clone()));
-            }
-        }
-        shard.tasks.insert(record.id.clone(), Arc::new(record));
+        // Free the old version outside the lock.
+        drop(old);
         Ok(())
     }
 
     fn delete_expired_now(&self, now_ms: i64, limit: usize) -> Vec<String> {
-        let mut gone = Vec::new();
+        let mut gone: Vec<(usize, Option<String>, i64, Id)> = Vec::new();
+        // Freed after the shard locks are released.
+        let mut freed: Vec<Slot> = Vec::new();
         for lock in self.inner.shards.iter() {
-            if gone.len() >= limit {
-                break;
-            }
-            // Cheap check under the shared lock first: most shards have
-            // nothing to reap most of the time.
-            let due = read(lock)
-                .expiry
-                .first()
-                .is_some_and(|(at, _)| *at <= now_ms);
-            if !due {
-                continue;
-            }
-            let mut shard = write(lock);
-            while gone.len() < limit {
-                match shard.expiry.first() {
-                    Some((at, _)) if *at <= now_ms => {}
-                    _ => break,
-                }
-                let Some((_, id)) = shard.expiry.pop_first() else {
+            loop {
+                if gone.len() >= limit {
                     break;
-                };
-                if let Some(record) = shard.tasks.remove(&id) {
-                    gone.push((record.owner.clone(), record.created_at_ms, id));
+                }
+                // Cheap check under the shared lock first: most shards have
+                // nothing to reap most of the time.
+                let due = read(lock)
+                    .expiry
+                    .first()
+                    .is_some_and(|(at, _)| *at <= now_ms);
+                if !due {
+                    break;
+                }
+                // A bounded batch per write lock, so that reads of this shard
+                // wait for a few records' worth of work, never for a sweep.
+                let mut shard = write(lock);
+                let mut taken = 0;
+                while gone.len() < limit && taken < REAP_PER_LOCK {
+                    match shard.expiry.first() {
+                        Some((at, _)) if *at <= now_ms => {}
+                        _ => break,
+                    }
+                    let Some((_, id)) = shard.expiry.pop_first() else {
+                        break;
+                    };
+                    taken += 1;
+                    if let Some(slot) = shard.tasks.remove(id.as_str()) {
+                        let owner = slot.owner().map(str::to_owned);
+                        let index = self.owner_shard_index(owner.as_deref());
+                        gone.push((index, owner, slot.created_at_ms(), id));
+                        freed.push(slot);
+                    }
+                }
+                drop(shard);
+                // Free the records outside the lock.
+                freed.clear();
+                if taken < REAP_PER_LOCK {
+                    break;
                 }
             }
         }
-        for (owner, created, id) in &gone {
-            let mut owners = write(self.owner_shard(owner.as_deref()));
-            if let Some(set) = owners.get_mut(owner) {
-                set.remove(&(*created, id.clone()));
-                if set.is_empty() {
-                    owners.remove(owner);
+        // One lock per owner shard touched, not one per record.
+        gone.sort_unstable_by_key(|g| g.0);
+        for batch in gone.chunk_by(|a, b| a.0 == b.0) {
+            let mut owners = write(&self.inner.owners[batch[0].0]);
+            for (_, owner, created, id) in batch {
+                if let Some(set) = owners.get_mut(owner) {
+                    set.remove(&(*created, id.clone()));
+                    if set.is_empty() {
+                        owners.remove(owner);
+                    }
                 }
             }
         }
-        gone.into_iter().map(|(_, _, id)| id).collect()
+        gone.into_iter()
+            .map(|(_, _, _, id)| id.as_str().to_owned())
+            .collect()
+    }
+
+    fn get_now(&self, id: &str, now_ms: i64) -> Option<Arc<TaskRecord>> {
+        let found = read(self.shard(id))
+            .tasks
+            .get(id)
+            .filter(|slot| !slot.is_expired(now_ms))
+            .map(Slot::share)?;
+        Some(found.into_record(id))
     }
 
     fn list_now(
@@ -178,14 +480,14 @@ impl MemoryStore {
         now_ms: i64,
     ) -> Vec<Arc<TaskRecord>> {
         let key = owner.map(str::to_owned);
-        let ids: Vec<String> = {
+        let ids: Vec<Id> = {
             let owners = read(self.owner_shard(owner));
             let Some(set) = owners.get(&key) else {
                 return Vec::new();
             };
-            let upper = after.map(|(c, id)| (c, id.to_owned()));
+            let upper = after.map(|(c, id)| (c, Id::new(id)));
             // Newest first: walk the (created, id) set backwards from `after`.
-            let iter: Box<dyn Iterator<Item = &(i64, String)>> = match &upper {
+            let iter: Box<dyn Iterator<Item = &(i64, Id)>> = match &upper {
                 Some(bound) => Box::new(set.range(..bound.clone()).rev()),
                 None => Box::new(set.iter().rev()),
             };
@@ -199,10 +501,8 @@ impl MemoryStore {
             if out.len() == limit {
                 break;
             }
-            if let Some(r) = read(self.shard(&id)).tasks.get(&id) {
-                if !r.is_expired(now_ms) {
-                    out.push(Arc::clone(r));
-                }
+            if let Some(r) = self.get_now(id.as_str(), now_ms) {
+                out.push(r);
             }
         }
         out
@@ -219,12 +519,7 @@ impl TaskStore for MemoryStore {
         id: &'a str,
         now_ms: i64,
     ) -> BoxFuture<'a, Result<Option<Arc<TaskRecord>>>> {
-        let found = read(self.shard(id))
-            .tasks
-            .get(id)
-            .filter(|r| !r.is_expired(now_ms))
-            .cloned();
-        Box::pin(std::future::ready(Ok(found)))
+        Box::pin(std::future::ready(Ok(self.get_now(id, now_ms))))
     }
 
     fn replace(&self, record: TaskRecord, expected_version: u64) -> BoxFuture<'_, Result<()>> {
@@ -249,5 +544,168 @@ impl TaskStore for MemoryStore {
         Box::pin(std::future::ready(Ok(
             self.list_now(owner, after, limit, now_ms)
         )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::jsonrpc::JsonRpcError;
+    use crate::store::conformance;
+
+    fn finished(id: &str, outcome: Option<TaskOutcome>) -> TaskRecord {
+        let mut r = TaskRecord::new(id, Era::Modern, "tool", Value::Null, 1_000, Some(60_000))
+            .with_owner(Some("alice".into()));
+        r.status = TaskStatus::Completed;
+        r.status_message = Some("done".into());
+        r.poll_interval_ms = Some(250);
+        r.version = 3;
+        r.round = 2;
+        r.cancel_requested = true;
+        r.outcome = outcome;
+        r
+    }
+
+    #[tokio::test]
+    async fn passes_the_conformance_suite() {
+        conformance::run(|| async { MemoryStore::new() }).await;
+    }
+
+    #[tokio::test]
+    async fn finished_records_are_compact_and_read_back_exactly() {
+        let result = json!({
+            "content": [{"type": "text", "text": "hé \u{1F600}"}],
+            "n": -1, "u": u64::MAX, "f": 0.1, "z": -0.0, "big": 1e300, "null": null,
+            "nested": {"a": [true, false, {}], "b": ""}
+        });
+        let outcomes = [
+            Some(TaskOutcome::Result(result.as_object().cloned().unwrap())),
+            Some(TaskOutcome::Error(
+                JsonRpcError::new(-32050, "boom").with_data(json!({"x": [1, 2.5]})),
+            )),
+            Some(TaskOutcome::Error(JsonRpcError::new(-32603, "no data"))),
+            None,
+        ];
+        let store = MemoryStore::new();
+        for (i, outcome) in outcomes.into_iter().enumerate() {
+            let id = format!("task-{i}");
+            let mut working = finished(&id, None);
+            working.status = TaskStatus::Working;
+            working.version = 1;
+            store.create(working.clone()).await.unwrap();
+            let mut done = finished(&id, outcome);
+            done.version = 2;
+            store.replace(done.clone(), 1).await.unwrap();
+            {
+                let shard = read(store.shard(&id));
+                assert!(matches!(shard.tasks.get(id.as_str()), Some(Slot::Done(_))));
+            }
+            let got = store.get(&id, 1_000).await.unwrap().unwrap();
+            assert_eq!(*got, done);
+            let listed = store.list(Some("alice"), None, 10, 1_000).await.unwrap();
+            assert!(listed.iter().any(|r| **r == done));
+        }
+    }
+
+    #[tokio::test]
+    async fn records_that_cannot_be_compacted_stay_whole() {
+        let store = MemoryStore::new();
+        // Resume state left in place, or an error whose `data` is `null`.
+        let mut kept = finished("args", None);
+        kept.arguments = json!({"a": 1});
+        let mut null_data = finished(
+            "null-data",
+            Some(TaskOutcome::Error(
+                JsonRpcError::new(1, "x").with_data(Value::Null),
+            )),
+        );
+        null_data.version = 1;
+        kept.version = 1;
+        for r in [kept, null_data] {
+            store.create(r.clone()).await.unwrap();
+            assert!(matches!(
+                read(store.shard(&r.id)).tasks.get(r.id.as_str()),
+                Some(Slot::Full(_))
+            ));
+            assert_eq!(*store.get(&r.id, 1_000).await.unwrap().unwrap(), r);
+        }
+    }
+
+    #[test]
+    fn ids_order_like_their_strings() {
+        let ids = [
+            "",
+            "a",
+            "a\0",
+            "a\0b",
+            "ab",
+            "abcdefghijklmnop",
+            "abcdefghijklmnop\0",
+            "abcdefghijklmnopq",
+            "abcdefghijklmnopr",
+            "abcdefghijklmnoq",
+            "b",
+            "é",
+            "zz",
+        ];
+        for x in ids {
+            for y in ids {
+                assert_eq!(Id::new(x).cmp(&Id::new(y)), x.cmp(y), "{x:?} vs {y:?}");
+                assert_eq!(Id::new(x) == Id::new(y), x == y);
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn reaping_expired_compact_records_cleans_every_index() {
+        let store = MemoryStore::new();
+        for i in 0..100 {
+            let mut r = finished(&format!("t{i}"), None);
+            r.ttl_ms = Some(if i % 2 == 0 { 10 } else { 60_000 });
+            store.create(r).await.unwrap();
+        }
+        let mut gone = store.delete_expired(1_010, 7).await.unwrap();
+        gone.extend(store.delete_expired(1_010, 1_000).await.unwrap());
+        assert_eq!(gone.len(), 50);
+        assert_eq!(store.len(), 50);
+        let listed = store.list(Some("alice"), None, 1_000, 1_010).await.unwrap();
+        assert_eq!(listed.len(), 50);
+        let total: usize = store
+            .inner
+            .shards
+            .iter()
+            .map(|s| read(s).expiry.len())
+            .sum();
+        assert_eq!(total, 50);
+    }
+
+    #[tokio::test]
+    async fn reaping_takes_every_expired_record_in_bounded_batches() {
+        // About 150 per shard: more than one batch per lock.
+        let store = MemoryStore::new();
+        for i in 0..10_000 {
+            let r = TaskRecord::new(format!("x{i}"), Era::Modern, "t", Value::Null, 0, Some(1));
+            store.create(r).await.unwrap();
+        }
+        store
+            .create(TaskRecord::new(
+                "alive",
+                Era::Modern,
+                "t",
+                Value::Null,
+                0,
+                None,
+            ))
+            .await
+            .unwrap();
+        assert_eq!(store.delete_expired(5, 9_000).await.unwrap().len(), 9_000);
+        assert_eq!(
+            store.delete_expired(5, usize::MAX).await.unwrap().len(),
+            1_000
+        );
+        assert_eq!(store.len(), 1);
+        assert_eq!(store.list(None, None, 10, 5).await.unwrap().len(), 1);
     }
 }

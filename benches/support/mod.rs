@@ -1,0 +1,253 @@
+//! Fixtures shared by the benches: 2026-07-28 requests, a trivial inner MCP
+//! server, a current-thread runtime and timing helpers that keep request
+//! construction out of the measured time.
+#![allow(dead_code, unreachable_pub, missing_docs)]
+
+use std::convert::Infallible;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use mcp_task_layer::store::{Era, TaskOutcome, TaskRecord};
+use mcp_task_layer::{JsonRpcRequest, JsonRpcResponse, TaskStatus};
+use serde_json::{json, Map, Value};
+use tokio::runtime::Runtime;
+
+pub const TASKS: &str = "io.modelcontextprotocol/tasks";
+
+/// `params._meta` of a 2026-07-28 request that declares the tasks extension
+/// (and elicitation, so that handlers may ask for input).
+pub fn meta() -> Value {
+    json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {
+            "elicitation": {},
+            "extensions": { TASKS: {} }
+        }
+    })
+}
+
+/// `ping`: a method the layer does not intercept.
+pub fn ping(id: i64) -> JsonRpcRequest {
+    JsonRpcRequest::new(id, "ping", json!({ "_meta": meta() }))
+}
+
+/// `tools/call` of `tool` with a small argument object.
+pub fn call(id: i64, tool: &str) -> JsonRpcRequest {
+    JsonRpcRequest::new(
+        id,
+        "tools/call",
+        json!({ "name": tool, "arguments": { "text": "hello" }, "_meta": meta() }),
+    )
+}
+
+/// `tasks/get` of `task_id`.
+pub fn get(id: i64, task_id: &str) -> JsonRpcRequest {
+    JsonRpcRequest::new(
+        id,
+        "tasks/get",
+        json!({ "taskId": task_id, "_meta": meta() }),
+    )
+}
+
+/// `tasks/update` answering `key` of `task_id` with an accepted form.
+pub fn update(id: i64, task_id: &str, key: &str) -> JsonRpcRequest {
+    JsonRpcRequest::new(
+        id,
+        "tasks/update",
+        json!({
+            "taskId": task_id,
+            "inputResponses": { key: { "action": "accept", "content": { "v": "yes" } } },
+            "_meta": meta()
+        }),
+    )
+}
+
+/// A tool result of about 100 bytes once serialized.
+pub fn result_100b() -> Map<String, Value> {
+    let text = "x".repeat(48);
+    match json!({
+        "resultType": "complete",
+        "content": [{ "type": "text", "text": text }],
+        "isError": false
+    }) {
+        Value::Object(m) => m,
+        _ => unreachable!(),
+    }
+}
+
+/// A form elicitation asking for one string property `v`.
+pub fn elicit(message: &str) -> Value {
+    json!({
+        "method": "elicitation/create",
+        "params": {
+            "mode": "form",
+            "message": message,
+            "requestedSchema": { "type": "object", "properties": { "v": { "type": "string" } } }
+        }
+    })
+}
+
+static GATE: tokio::sync::Notify = tokio::sync::Notify::const_new();
+static GATE_OPEN: AtomicBool = AtomicBool::new(true);
+
+/// Make the first invocation of `ask` wait (see [`inner`]).
+pub fn close_gate() {
+    GATE_OPEN.store(false, Ordering::SeqCst);
+}
+
+/// Let the waiting first invocations of `ask` ask their question.
+pub fn open_gate() {
+    GATE_OPEN.store(true, Ordering::SeqCst);
+    GATE.notify_waiters();
+}
+
+/// The trivial inner MCP server: answers everything at once.
+///
+/// - `ping` → `{}`;
+/// - `tools/call` of `ask` → asks `q` once the gate is open (see
+///   [`close_gate`]), so that a `Task` tool becomes a task before it asks;
+///   resumed with an answer to `q` it asks `r` at once: every resume is
+///   exactly one more input round;
+/// - `tools/call` of `hang` → never answers;
+/// - any other `tools/call` → a ~100-byte result.
+pub async fn inner(req: JsonRpcRequest) -> Result<JsonRpcResponse, Infallible> {
+    let id = req.id;
+    if req.method != "tools/call" {
+        return Ok(JsonRpcResponse::result(id, Value::Object(Map::new())));
+    }
+    let params = req.params.unwrap_or(Value::Null);
+    let result = match params["name"].as_str() {
+        Some("ask") => {
+            let answered = params
+                .get("inputResponses")
+                .and_then(|r| r.get("q"))
+                .is_some();
+            if !answered {
+                // Wait until the bench opens the gate: the task exists
+                // before the first question.
+                loop {
+                    let opened = GATE.notified();
+                    if GATE_OPEN.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    opened.await;
+                }
+            }
+            let key = if answered { "r" } else { "q" };
+            json!({
+                "resultType": "input_required",
+                "inputRequests": { key: elicit("Go on?") }
+            })
+        }
+        Some("hang") => std::future::pending().await,
+        _ => Value::Object(result_100b()),
+    };
+    Ok(JsonRpcResponse::result(id, result))
+}
+
+thread_local! {
+    static SINK: std::cell::RefCell<Vec<JsonRpcRequest>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// An inner MCP server that answers every request at once with an empty
+/// result object and keeps the request instead of dropping it, so that
+/// freeing the request's JSON stays out of the measured time (see
+/// [`drop_kept`]). It measures nothing but dispatch.
+pub async fn keep(req: JsonRpcRequest) -> Result<JsonRpcResponse, Infallible> {
+    let id = req.id.clone();
+    SINK.with(|s| s.borrow_mut().push(req));
+    Ok(JsonRpcResponse::result(id, Value::Object(Map::new())))
+}
+
+/// Free the requests [`keep`] kept on this thread.
+pub fn drop_kept() {
+    SINK.with(|s| s.borrow_mut().clear());
+}
+
+/// A single-threaded runtime with timers: each bench measures the cost on
+/// one core.
+pub fn runtime() -> Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime")
+}
+
+/// Run `iters` iterations of `run` inside one `block_on` and time them, with
+/// the inputs made by `prepare` (untimed) in chunks of at most `chunk`.
+pub fn timed<I, P, F>(rt: &Runtime, iters: u64, chunk: u64, mut prepare: P, mut run: F) -> Duration
+where
+    P: FnMut(u64) -> I,
+    F: AsyncFnMut(I),
+{
+    rt.block_on(async {
+        let mut total = Duration::ZERO;
+        let mut done = 0;
+        while done < iters {
+            let n = chunk.min(iters - done);
+            let inputs: Vec<I> = (done..done + n).map(&mut prepare).collect();
+            let start = Instant::now();
+            for input in inputs {
+                run(input).await;
+            }
+            total += start.elapsed();
+            done += n;
+        }
+        total
+    })
+}
+
+/// A fast deterministic generator for task ids and access orders.
+#[derive(Debug, Clone)]
+pub struct XorShift(pub u64);
+
+impl XorShift {
+    pub fn next_u64(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.0 = x;
+        x
+    }
+
+    /// A 32-hex-digit id, like the layer's.
+    pub fn task_id(&mut self) -> String {
+        format!("{:016x}{:016x}", self.next_u64(), self.next_u64())
+    }
+}
+
+/// Wall-clock milliseconds, as the layer's clock reads them.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// A completed 2026-07-28 task with a ~100-byte result, as the layer leaves
+/// it once the handler has answered (no owner, one hour TTL).
+pub fn completed_record(id: String, now_ms: i64, ttl_ms: Option<u64>) -> TaskRecord {
+    let mut r = TaskRecord::new(id, Era::Modern, "work", Value::Null, now_ms, ttl_ms);
+    r.status = TaskStatus::Completed;
+    r.poll_interval_ms = Some(1000);
+    r.version = 2;
+    r.outcome = Some(TaskOutcome::Result(result_100b()));
+    r
+}
+
+/// The `taskId` of a `tools/call` answer that made a task.
+pub fn task_id_of(resp: &JsonRpcResponse) -> String {
+    let v = resp.result_value().expect("a result");
+    assert_eq!(v["resultType"], "task", "not a task: {v}");
+    v["taskId"].as_str().expect("a taskId").to_owned()
+}
+
+/// Resident memory of this process in KiB (`VmRSS` of /proc/self/status).
+pub fn rss_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+}
