@@ -468,6 +468,11 @@ impl Shared {
                 tokio::spawn(peer.notify("notifications/tasks/status".into(), params));
             }
         }
+        self.announce(record);
+    }
+
+    /// Send a written record to event and subscription listeners.
+    fn announce(&self, record: &TaskRecord) {
         if self.snapshots.receiver_count() > 0 {
             let _ = self.snapshots.send(Arc::new(record.clone()));
         }
@@ -1375,11 +1380,7 @@ impl Shared {
             owner: record.owner.clone(),
         };
         self.track(&record.id, local.clone());
-        let _ = self.events.send(TaskEvent {
-            task_id: record.id.clone(),
-            status: record.status,
-            version: record.version,
-        });
+        self.announce(&record);
         let created = self.create_result(&record);
         crate::metrics::created(record.era);
         let fence = record.lease.as_ref().map_or(0, |l| l.fence);
