@@ -8,6 +8,14 @@
 //! once it accepts connections (`--port 0` picks a free port). Set `RUST_LOG`
 //! (for example `RUST_LOG=mcp_task_layer=info`) for logs on stderr.
 //!
+//! Tasks live in memory unless `--store` names a durable store:
+//! `--store sqlite:tasks.db` (with `--features axum,sqlite`) or
+//! `--store postgres://user@host/db` (`--features axum,postgres`). A task
+//! whose server died while it was `working` is recovered once its lease
+//! (`--lease-ttl SECONDS`, default 30) has run out: failed, or re-run with
+//! `--recovery rerun`. Tasks waiting for input, and finished ones, read back
+//! unchanged after a restart.
+//!
 //! The inner MCP server below knows nothing about tasks: it answers
 //! `tools/call` with a result, an error, or an MRTR `input_required` result,
 //! and stops when the [`CancellationToken`] in the request extensions fires.
@@ -46,8 +54,8 @@ use axum::http::Extensions;
 use mcp_task_layer::jsonrpc::code;
 use mcp_task_layer::protocol::META_PROTOCOL_VERSION;
 use mcp_task_layer::{
-    CancellationToken, JsonRpcError, JsonRpcRequest, JsonRpcResponse, McpEndpoint, TaskLayer,
-    TaskOwner, TaskPolicy,
+    CancellationToken, JsonRpcError, JsonRpcRequest, JsonRpcResponse, McpEndpoint, Recovery,
+    TaskLayer, TaskOwner, TaskPolicy,
 };
 use serde_json::{json, Map, Value};
 use tower::ServiceBuilder;
@@ -63,15 +71,14 @@ async fn main() {
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_writer(std::io::stderr)
         .init();
-    let (port, store_url) = match parse_args(std::env::args().skip(1)) {
+    let args = match parse_args(std::env::args().skip(1)) {
         Ok(args) => args,
         Err(message) => {
-            eprintln!(
-                "{message}\nusage: server [--port PORT] [--store memory|sqlite:PATH|postgres://...]"
-            );
+            eprintln!("{message}\n{USAGE}");
             std::process::exit(2);
         }
     };
+    let (port, store_url) = (args.port, args.store);
     // `sqlite:` needs `--features sqlite`, `postgres://` `--features postgres`.
     let store = match mcp_task_layer::store::connect(&store_url).await {
         Ok(store) => store,
@@ -96,8 +103,12 @@ async fn main() {
             ("multi_input", TaskPolicy::Task),
             ("test_tool_with_task", TaskPolicy::Task),
         ])
-        .with_poll_interval(Duration::from_millis(250));
+        .with_poll_interval(Duration::from_millis(250))
+        .with_lease_ttl(args.lease_ttl)
+        .with_recovery(args.recovery);
     let service = ServiceBuilder::new().layer(tasks).service_fn(mcp_server);
+    // Recover what a crash left behind now, not at the first request.
+    service.start_background_work();
     let app = McpEndpoint::new(service)
         .with_identity(bearer_identity)
         .into_router("/mcp");
@@ -123,31 +134,65 @@ async fn main() {
     }
 }
 
-/// `--port PORT` (default 3001) and `--store URL` (default `memory`), each
-/// also as `--flag=value`.
-fn parse_args(mut args: impl Iterator<Item = String>) -> Result<(u16, String), String> {
-    let (mut port, mut store) = (3001, "memory".to_owned());
+/// The command line.
+struct Args {
+    port: u16,
+    store: String,
+    lease_ttl: Duration,
+    recovery: Recovery,
+}
+
+const USAGE: &str = "usage: server [--port PORT] [--store memory|sqlite:PATH|postgres://...] \
+                     [--lease-ttl SECONDS] [--recovery fail|rerun]";
+
+/// `--port PORT` (default 3001), `--store URL` (default `memory`),
+/// `--lease-ttl SECONDS` (default 30: how long a task whose server died
+/// stays `working` before it is recovered) and `--recovery fail|rerun`
+/// (default `fail`), each also as `--flag=value`.
+fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
+    let mut out = Args {
+        port: 3001,
+        store: "memory".to_owned(),
+        lease_ttl: Duration::from_secs(30),
+        recovery: Recovery::Fail,
+    };
     while let Some(arg) = args.next() {
         let (flag, inline) = match arg.split_once('=') {
             Some((flag, value)) => (flag.to_owned(), Some(value.to_owned())),
             None => (arg.clone(), None),
         };
-        if flag != "--port" && flag != "--store" {
+        if !["--port", "--store", "--lease-ttl", "--recovery"].contains(&flag.as_str()) {
             return Err(format!("unknown argument {arg:?}"));
         }
         let value = match inline {
             Some(value) => value,
             None => args.next().ok_or(format!("{flag} needs a value"))?,
         };
-        if flag == "--port" {
-            port = value
-                .parse()
-                .map_err(|_| format!("invalid port {value:?}"))?;
-        } else {
-            store = value;
+        match flag.as_str() {
+            "--port" => {
+                out.port = value
+                    .parse()
+                    .map_err(|_| format!("invalid port {value:?}"))?;
+            }
+            "--lease-ttl" => {
+                out.lease_ttl = value
+                    .parse::<f64>()
+                    .ok()
+                    .and_then(|s| Duration::try_from_secs_f64(s).ok())
+                    .filter(|d| !d.is_zero())
+                    .ok_or(format!("invalid lease TTL {value:?} (seconds)"))?;
+            }
+            "--recovery" => {
+                out.recovery = match value.as_str() {
+                    "fail" => Recovery::Fail,
+                    "rerun" => Recovery::Rerun,
+                    _ => return Err(format!("invalid recovery {value:?}: fail or rerun")),
+                };
+            }
+            _ => out.store = value,
         }
     }
-    Ok((port, store))
+    Ok(out)
 }
 
 /// Demo identity: `Authorization: Bearer <token>` makes `<token>` the owner

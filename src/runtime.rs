@@ -1267,7 +1267,7 @@ impl Shared {
                 }
                 _ => {
                     let e = JsonRpcError::internal(
-                        "the server running this task stopped before it finished; the task cannot be resumed",
+                        "the server running this task stopped or restarted before the task finished; it cannot be resumed",
                     );
                     let message = Some(e.message.clone());
                     finish(

@@ -66,6 +66,29 @@ impl<S> TaskService<S> {
     }
 }
 
+impl<S> TaskService<S>
+where
+    S: Service<JsonRpcRequest, Response = JsonRpcResponse> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+{
+    /// Start the layer's background work now instead of at the first task
+    /// request: the reaper, the search for orphaned tasks (with their
+    /// recovery, for which this service is kept when the policy is
+    /// [`Recovery::Rerun`](crate::Recovery::Rerun)) and, for stores that
+    /// publish changes, the listener that brings other replicas' changes to
+    /// this one's handlers and subscribers.
+    ///
+    /// A server with a durable store calls this once at start-up, inside
+    /// the tokio runtime, so that tasks left behind by a crash are recovered
+    /// without waiting for traffic. Calling it again does nothing; outside
+    /// a tokio runtime it does nothing either.
+    pub fn start_background_work(&self) {
+        self.shared.register_invoker(&self.inner);
+        self.shared.ensure_reaper();
+    }
+}
+
 impl<S> Service<JsonRpcRequest> for TaskService<S>
 where
     S: Service<JsonRpcRequest, Response = JsonRpcResponse> + Clone + Send + 'static,

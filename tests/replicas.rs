@@ -233,5 +233,93 @@ async fn orphans_fail_honestly_by_default() {
     assert!(failed["error"]["message"]
         .as_str()
         .unwrap()
-        .contains("stopped before it finished"));
+        .contains("stopped or restarted before the task finished"));
+}
+
+/// The same promises with three replicas on one PostgreSQL table, each with
+/// its own connection pool, in real time.
+#[cfg(feature = "postgres")]
+mod postgres {
+    use std::time::Instant;
+
+    use super::common::pg::{url, Tables};
+    use super::*;
+
+    async fn replicas(tables: &Tables) -> [Client; 3] {
+        let table = tables.next();
+        let (a, b, c) = tokio::join!(
+            tables.store(&table),
+            tables.store(&table),
+            tables.store(&table)
+        );
+        [a, b, c].map(|store| {
+            let mut client =
+                Client::new(common::layer_on(store).with_lease_ttl(Duration::from_secs(3)));
+            client.owner = Some("alice".into());
+            client
+        })
+    }
+
+    /// Poll `client` until the task is in `status` (at most 30 s).
+    async fn poll_until(client: &Client, id: &str, status: &str) -> serde_json::Value {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let body = client.get_ok(id).await;
+            if body["status"] == status {
+                return body;
+            }
+            assert!(Instant::now() < deadline, "never {status}: {body}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn postgres_created_on_one_read_on_another_answered_on_a_third_resumed_once() {
+        let Some(url) = url() else { return };
+        let tables = Tables::new(&url, "rep3");
+        let [a, b, c] = replicas(&tables).await;
+        let id = a.start("ask", json!({})).await;
+        poll_until(&b, &id, "input_required").await;
+        let answer = json!({"name": accept("name", "Ada")});
+        let (ra, rb, rc) = tokio::join!(
+            a.update(&id, answer.clone()),
+            b.update(&id, answer.clone()),
+            c.update(&id, answer)
+        );
+        for r in [ra, rb, rc] {
+            assert_eq!(ok(&r), &json!({"resultType": "complete"}));
+        }
+        let done = poll_until(&c, &id, "completed").await;
+        assert_eq!(done["result"]["content"][0]["text"], "Hello, Ada!");
+        let runs = a.seen.calls("ask") + b.seen.calls("ask") + c.seen.calls("ask");
+        assert_eq!(runs, 2, "the first run and exactly one resume");
+        tables.drop_all().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn postgres_cancel_on_one_replica_stops_the_handler_on_another_within_two_seconds() {
+        let Some(url) = url() else { return };
+        let tables = Tables::new(&url, "repcancel");
+        let [a, b, _c] = replicas(&tables).await;
+        let id = a.start("hang", json!({})).await;
+        let cancelled_at = Instant::now();
+        ok(&b.cancel(&id).await);
+        let deadline = cancelled_at + Duration::from_secs(2);
+        while a.seen.cancelled_handlers.load(Ordering::SeqCst) == 0 {
+            assert!(
+                Instant::now() < deadline,
+                "the handler on a still runs 2 s after the cancel on b"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(
+            poll_until(&a, &id, "cancelled").await["status"],
+            "cancelled"
+        );
+        eprintln!(
+            "handler stopped {:?} after the cancel",
+            cancelled_at.elapsed()
+        );
+        tables.drop_all().await;
+    }
 }

@@ -7,6 +7,8 @@
 //! except under `CI=true`, where a missing URL fails them. Each PostgreSQL
 //! test works in tables of its own, so they run in parallel.
 
+mod common;
+
 use std::sync::Arc;
 
 use mcp_task_layer::store::{conformance, Era, Error, MemoryStore, TaskRecord, TaskStore};
@@ -276,6 +278,59 @@ mod sqlite {
         assert_eq!(*store.get("kept", T0).await.unwrap().unwrap(), r);
     }
 
+    /// A table made by the first schema (no lease column) is migrated in
+    /// place, and a `working` task leased under it is found as an orphan.
+    #[tokio::test]
+    async fn sqlite_upgrades_a_first_schema_table_and_finds_its_orphans() {
+        use mcp_task_layer::store::Lease;
+        use sqlx::{Connection, Executor};
+
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v1.db");
+        let mut r = record("old", Some("alice"), T0, None);
+        r.lease = Some(Lease {
+            holder: "gone".into(),
+            fence: 1,
+            until_ms: T0 + 1_000,
+        });
+        {
+            let mut conn =
+                sqlx::SqliteConnection::connect(&format!("sqlite:{}?mode=rwc", path.display()))
+                    .await
+                    .unwrap();
+            // The schema of migration 1, as released.
+            conn.execute(
+                "CREATE TABLE mcp_tasks (id TEXT PRIMARY KEY NOT NULL, owner TEXT, \
+                 era TEXT NOT NULL, status TEXT NOT NULL, created_at_ms INTEGER NOT NULL, \
+                 updated_at_ms INTEGER NOT NULL, expires_at_ms INTEGER, \
+                 version INTEGER NOT NULL, record TEXT NOT NULL); \
+                 CREATE TABLE mcp_tasks_migrations (version INTEGER PRIMARY KEY NOT NULL, \
+                 applied_at_ms INTEGER NOT NULL); \
+                 INSERT INTO mcp_tasks_migrations VALUES (1, 0);",
+            )
+            .await
+            .unwrap();
+            sqlx::query(
+                "INSERT INTO mcp_tasks VALUES ('old', 'alice', 'modern', 'working', $1, $1, \
+                 NULL, 1, $2)",
+            )
+            .bind(T0)
+            .bind(serde_json::to_string(&r).unwrap())
+            .execute(&mut conn)
+            .await
+            .unwrap();
+            conn.close().await.unwrap();
+        }
+        let store = SqliteStore::connect(&format!("sqlite:{}", path.display()))
+            .await
+            .unwrap();
+        assert_eq!(*store.get("old", T0).await.unwrap().unwrap(), r);
+        assert!(store.orphans(T0 + 500, 10).await.unwrap().is_empty());
+        let found = store.orphans(T0 + 2_000, 10).await.unwrap();
+        assert_eq!(found.len(), 1, "the leased task of the old schema");
+        assert_eq!(*found[0], r);
+    }
+
     #[tokio::test]
     async fn sqlite_bad_paths_are_backend_errors() {
         match SqliteStore::connect("sqlite:/nonexistent-dir/x/y.db").await {
@@ -289,85 +344,10 @@ mod sqlite {
 
 #[cfg(feature = "postgres")]
 mod postgres {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::sync::Mutex;
-
     use mcp_task_layer::store::{PostgresStore, SqlOptions};
 
+    use super::common::pg::{url, Tables};
     use super::*;
-
-    /// The test database, or `None` (after a note) when not configured
-    /// outside CI.
-    fn url() -> Option<String> {
-        match std::env::var("MCP_TASKS_POSTGRES_URL") {
-            Ok(url) if !url.trim().is_empty() => Some(url),
-            _ => {
-                let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
-                assert!(
-                    !ci,
-                    "CI=true but MCP_TASKS_POSTGRES_URL is not set: .ci/run must start \
-                     PostgreSQL (source .ci/postgres.sh; mcp_pg_start)"
-                );
-                eprintln!(
-                    "note: skipping a PostgreSQL test: MCP_TASKS_POSTGRES_URL is not set \
-                     (bash .ci/postgres.sh prints one)"
-                );
-                None
-            }
-        }
-    }
-
-    /// Fresh, unique table names for one test, dropped when it ends well.
-    struct Tables {
-        url: String,
-        prefix: String,
-        n: AtomicUsize,
-        made: Mutex<Vec<String>>,
-    }
-
-    impl Tables {
-        fn new(url: &str, test: &str) -> Self {
-            let nanos = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .subsec_nanos();
-            Tables {
-                url: url.to_owned(),
-                prefix: format!("t_{test}_{}_{nanos}", std::process::id()),
-                n: AtomicUsize::new(0),
-                made: Mutex::new(Vec::new()),
-            }
-        }
-
-        fn next(&self) -> String {
-            let name = format!("{}_{}", self.prefix, self.n.fetch_add(1, Ordering::SeqCst));
-            self.made.lock().unwrap().push(name.clone());
-            name
-        }
-
-        async fn store(&self, table: &str) -> PostgresStore {
-            let options = SqlOptions::new()
-                .with_table(table)
-                .unwrap()
-                .with_max_connections(4);
-            PostgresStore::connect_with(&self.url, options)
-                .await
-                .unwrap()
-        }
-
-        async fn drop_all(self) {
-            use sqlx::{AssertSqlSafe, Connection};
-            let mut conn = sqlx::PgConnection::connect(&self.url).await.unwrap();
-            for t in self.made.into_inner().unwrap() {
-                // Names come from `next`: letters, digits and underscores.
-                let sql = format!("DROP TABLE IF EXISTS \"{t}\", \"{t}_migrations\"");
-                sqlx::query(AssertSqlSafe(sql))
-                    .execute(&mut conn)
-                    .await
-                    .unwrap();
-            }
-        }
-    }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn postgres_store_conforms() {
@@ -451,13 +431,14 @@ mod postgres {
         let store = tables.store(&table).await;
         assert!(store.get("x", T0).await.unwrap().is_some());
         let mut conn = sqlx::PgConnection::connect(&url).await.unwrap();
-        let sql = format!("SELECT count(*) FROM \"{table}_migrations\"");
-        let rows: i64 = sqlx::query(AssertSqlSafe(sql))
+        let sql = format!("SELECT count(*), max(version) FROM \"{table}_migrations\"");
+        let row = sqlx::query(AssertSqlSafe(sql))
             .fetch_one(&mut conn)
             .await
-            .unwrap()
-            .get(0);
-        assert_eq!(rows, 1, "one migration, recorded once");
+            .unwrap();
+        let (rows, newest): (i64, i64) = (row.get(0), row.get(1));
+        assert!(newest >= 2, "every migration applied");
+        assert_eq!(rows, newest, "each migration recorded once");
         tables.drop_all().await;
     }
 }

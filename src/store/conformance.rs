@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use serde_json::json;
 
-use super::{Era, Error, TaskOutcome, TaskRecord, TaskStore};
+use super::{Era, Error, Lease, TaskOutcome, TaskRecord, TaskStore};
 use crate::protocol::TaskStatus;
 
 const T0: i64 = 1_767_225_600_000; // 2026-01-01T00:00:00Z
@@ -43,6 +43,7 @@ where
     expired_records_are_hidden_and_reaped(make().await).await;
     racing_replaces_have_one_winner(make().await).await;
     list_is_per_owner_newest_first(make().await).await;
+    orphans_are_working_tasks_whose_lease_ran_out(make().await).await;
 }
 
 /// A created record reads back equal; an unknown id reads as `None`.
@@ -272,5 +273,80 @@ pub async fn list_is_per_owner_newest_first<S: TaskStore>(store: S) {
         ids,
         ["a4", "a3"],
         "expired records are hidden from listings"
+    );
+}
+
+/// `orphans` finds `working` records whose lease ran out, and nothing else:
+/// not a live lease, not a record without one, not a finished or expired
+/// record, not one whose lease was renewed since.
+pub async fn orphans_are_working_tasks_whose_lease_ran_out<S: TaskStore>(store: S) {
+    match store.orphans(T0, 1).await {
+        Err(Error::Unsupported(_)) => return,
+        Err(e) => panic!("orphans failed: {e:?}"),
+        Ok(found) => assert!(found.is_empty(), "an empty store has no orphans"),
+    }
+    let leased = |id: &str, until_ms: i64, ttl: Option<u64>| {
+        let mut r = record(id, Some("alice"), T0, ttl);
+        r.lease = Some(Lease {
+            holder: "replica-a".into(),
+            fence: 1,
+            until_ms,
+        });
+        r
+    };
+    for r in [
+        leased("dead1", T0 + 1_000, None),
+        leased("dead2", T0 + 2_000, Some(600_000)),
+        leased("alive", T0 + 60_000, None),
+        leased("expired", T0 + 1_000, Some(3_000)),
+        leased("renewed", T0 + 1_000, None),
+        leased("done", T0 + 1_000, None),
+        record("unleased", None, T0, None),
+    ] {
+        store.create(r).await.expect("create");
+    }
+    let renewed = store
+        .get("renewed", T0)
+        .await
+        .expect("get")
+        .expect("renewed");
+    let mut next = renewed.next_version(T0 + 500);
+    if let Some(lease) = &mut next.lease {
+        lease.until_ms = T0 + 60_000;
+    }
+    store.replace(next, 1).await.expect("renew");
+    let done = store.get("done", T0).await.expect("get").expect("done");
+    let mut next = done.next_version(T0 + 500);
+    next.status = TaskStatus::Completed;
+    next.outcome = Some(TaskOutcome::Result(serde_json::Map::new()));
+    store.replace(next, 1).await.expect("finish");
+
+    let now = T0 + 5_000;
+    let found = store.orphans(now, 10).await.expect("orphans");
+    let mut ids: Vec<_> = found.iter().map(|r| r.id.as_str()).collect();
+    ids.sort_unstable();
+    assert_eq!(
+        ids,
+        ["dead1", "dead2"],
+        "orphans are working records whose lease ran out, unexpired"
+    );
+    let dead1 = found.iter().find(|r| r.id == "dead1").expect("dead1");
+    assert_eq!(
+        **dead1,
+        *store.get("dead1", now).await.expect("get").expect("dead1"),
+        "orphans come back whole"
+    );
+    assert_eq!(
+        store.orphans(now, 1).await.expect("orphans").len(),
+        1,
+        "limit"
+    );
+    assert!(
+        store
+            .orphans(T0 + 500, 10)
+            .await
+            .expect("orphans")
+            .is_empty(),
+        "a lease that has not run out yet is not an orphan's"
     );
 }

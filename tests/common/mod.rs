@@ -1,6 +1,9 @@
 //! Shared test fixtures: a scripted MCP server and a client-side harness.
 #![allow(dead_code, unreachable_pub)]
 
+#[cfg(feature = "postgres")]
+pub mod pg;
+
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicUsize, Ordering};

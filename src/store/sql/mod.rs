@@ -40,6 +40,72 @@ use std::sync::Arc;
 
 use super::{Error, MemoryStore, Result, TaskStore};
 
+/// `TaskStore` for a store type whose `core` field is an `Arc<SqlCore<_>>`.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+macro_rules! sql_task_store {
+    ($store:ty) => {
+        impl $crate::store::TaskStore for $store {
+            fn create(
+                &self,
+                record: $crate::store::TaskRecord,
+            ) -> $crate::store::BoxFuture<'_, $crate::store::Result<()>> {
+                Box::pin(self.core.create(record))
+            }
+
+            fn get<'a>(
+                &'a self,
+                id: &'a str,
+                now_ms: i64,
+            ) -> $crate::store::BoxFuture<
+                'a,
+                $crate::store::Result<Option<std::sync::Arc<$crate::store::TaskRecord>>>,
+            > {
+                Box::pin(self.core.get(id, now_ms))
+            }
+
+            fn replace(
+                &self,
+                record: $crate::store::TaskRecord,
+                expected_version: u64,
+            ) -> $crate::store::BoxFuture<'_, $crate::store::Result<()>> {
+                Box::pin(self.core.replace(record, expected_version))
+            }
+
+            fn delete_expired(
+                &self,
+                now_ms: i64,
+                limit: usize,
+            ) -> $crate::store::BoxFuture<'_, $crate::store::Result<Vec<String>>> {
+                Box::pin(self.core.delete_expired(now_ms, limit))
+            }
+
+            fn list<'a>(
+                &'a self,
+                owner: Option<&'a str>,
+                after: Option<(i64, &'a str)>,
+                limit: usize,
+                now_ms: i64,
+            ) -> $crate::store::BoxFuture<
+                'a,
+                $crate::store::Result<Vec<std::sync::Arc<$crate::store::TaskRecord>>>,
+            > {
+                Box::pin(self.core.list(owner, after, limit, now_ms))
+            }
+
+            fn orphans(
+                &self,
+                now_ms: i64,
+                limit: usize,
+            ) -> $crate::store::BoxFuture<
+                '_,
+                $crate::store::Result<Vec<std::sync::Arc<$crate::store::TaskRecord>>>,
+            > {
+                Box::pin(self.core.orphans(now_ms, limit))
+            }
+        }
+    };
+}
+
 #[cfg(feature = "postgres")]
 mod postgres;
 #[cfg(feature = "sqlite")]
@@ -118,6 +184,7 @@ mod shared {
     };
 
     use crate::store::{Era, Error, Result, TaskRecord};
+    use crate::TaskStatus;
 
     /// The table name [`SqlOptions`] starts with: `mcp_tasks`.
     pub const DEFAULT_TABLE: &str = "mcp_tasks";
@@ -260,6 +327,7 @@ mod shared {
         replace: Arc<str>,
         exists: Arc<str>,
         reap: Arc<str>,
+        orphans: Arc<str>,
         /// By owner (`Some`/`None`) and whether a position is given.
         list: [[Arc<str>; 2]; 2],
         migrations_table: String,
@@ -301,8 +369,8 @@ mod shared {
             Statements {
                 insert: format!(
                     "INSERT INTO {t} (id, owner, era, status, created_at_ms, updated_at_ms, \
-                     expires_at_ms, version, record) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9{json}) \
+                     expires_at_ms, version, record, lease_until_ms) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9{json}, $10) \
                      ON CONFLICT (id) DO NOTHING"
                 )
                 .into(),
@@ -313,12 +381,18 @@ mod shared {
                 .into(),
                 replace: format!(
                     "UPDATE {t} SET owner = $3, era = $4, status = $5, created_at_ms = $6, \
-                     updated_at_ms = $7, expires_at_ms = $8, version = $9, record = $10{json} \
-                     WHERE id = $1 AND version = $2"
+                     updated_at_ms = $7, expires_at_ms = $8, version = $9, record = $10{json}, \
+                     lease_until_ms = $11 WHERE id = $1 AND version = $2"
                 )
                 .into(),
                 exists: format!("SELECT 1 FROM {t} WHERE id = $1").into(),
                 reap: d.reap.replace("{t}", &t).into(),
+                orphans: format!(
+                    "SELECT {rec} FROM {t} WHERE lease_until_ms < $1 AND status = 'working' \
+                     AND (expires_at_ms IS NULL OR expires_at_ms > $1) \
+                     ORDER BY lease_until_ms LIMIT $2"
+                )
+                .into(),
                 list: [
                     [list(false, false), list(false, true)],
                     [list(true, false), list(true, true)],
@@ -376,6 +450,8 @@ mod shared {
         expires_at_ms: Option<i64>,
         version: i64,
         record: String,
+        /// Set while `working` under a lease: what `orphans` looks for.
+        lease_until_ms: Option<i64>,
     }
 
     impl Columns {
@@ -388,6 +464,10 @@ mod shared {
                 updated_at_ms: r.updated_at_ms,
                 expires_at_ms: r.expires_at_ms(),
                 version: to_i64(r.version, "version")?,
+                lease_until_ms: match (&r.status, &r.lease) {
+                    (TaskStatus::Working, Some(lease)) => Some(lease.until_ms),
+                    _ => None,
+                },
                 id: r.id,
                 owner: r.owner,
                 record,
@@ -493,6 +573,7 @@ mod shared {
                 .bind(c.expires_at_ms)
                 .bind(c.version)
                 .bind(c.record)
+                .bind(c.lease_until_ms)
                 .execute(&self.writes)
                 .await
                 .map_err(backend)?;
@@ -536,6 +617,7 @@ mod shared {
                 .bind(c.expires_at_ms)
                 .bind(c.version)
                 .bind(c.record)
+                .bind(c.lease_until_ms)
                 .execute(&self.writes)
                 .await
                 .map_err(backend)?;
@@ -575,6 +657,23 @@ mod shared {
                 .collect()
         }
 
+        pub(crate) async fn orphans(
+            &self,
+            now_ms: i64,
+            limit: usize,
+        ) -> Result<Vec<Arc<TaskRecord>>> {
+            if limit == 0 {
+                return Ok(Vec::new());
+            }
+            let rows = sqlx::query(sql(&self.sql.orphans))
+                .bind(now_ms)
+                .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+                .fetch_all(&self.reads)
+                .await
+                .map_err(backend)?;
+            records(&rows)
+        }
+
         pub(crate) async fn list(
             &self,
             owner: Option<&str>,
@@ -599,13 +698,22 @@ mod shared {
                 .fetch_all(&self.reads)
                 .await
                 .map_err(backend)?;
-            rows.iter()
-                .map(|row| {
-                    let json: String = row.try_get(0).map_err(backend)?;
-                    decode(&json).map(Arc::new)
-                })
-                .collect()
+            records(&rows)
         }
+    }
+
+    /// Decode rows whose first column is the record JSON.
+    fn records<R: Row>(rows: &[R]) -> Result<Vec<Arc<TaskRecord>>>
+    where
+        for<'a> String: Decode<'a, R::Database> + Type<R::Database>,
+        usize: ColumnIndex<R>,
+    {
+        rows.iter()
+            .map(|row| {
+                let json: String = row.try_get(0).map_err(backend)?;
+                decode(&json).map(Arc::new)
+            })
+            .collect()
     }
 
     fn wall_clock_ms() -> i64 {

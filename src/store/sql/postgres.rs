@@ -9,7 +9,7 @@ use sqlx::postgres::{PgConnection, PgPoolOptions, PgQueryResult};
 use sqlx::{Connection, Postgres};
 
 use super::{Dialect, Engine, SqlCore, SqlOptions};
-use crate::store::{BoxFuture, Error, Result, TaskRecord, TaskStore};
+use crate::store::{BoxFuture, Error, Result};
 
 /// Default pool size.
 const CONNECTIONS: u32 = 10;
@@ -37,12 +37,13 @@ fn ping_if_idle(
 
 impl Engine for Postgres {
     const DIALECT: Dialect = Dialect {
-        migrations: &[&[
-            // `COLLATE "C"`: ids and owners compare byte by byte, as in
-            // every other store, whatever the database's locale.
-            // `record` is `json`, not `jsonb`: kept exactly as written, and
-            // `\u0000` in a tool's result stays storable.
-            "CREATE TABLE IF NOT EXISTS {t} (
+        migrations: &[
+            &[
+                // `COLLATE "C"`: ids and owners compare byte by byte, as in
+                // every other store, whatever the database's locale.
+                // `record` is `json`, not `jsonb`: kept exactly as written, and
+                // `\u0000` in a tool's result stays storable.
+                "CREATE TABLE IF NOT EXISTS {t} (
                 id text COLLATE \"C\" PRIMARY KEY,
                 owner text COLLATE \"C\",
                 era text NOT NULL,
@@ -53,16 +54,25 @@ impl Engine for Postgres {
                 version bigint NOT NULL,
                 record json NOT NULL
             )",
-            "CREATE INDEX IF NOT EXISTS \"{n}_owner_idx\" ON {t} (owner, created_at_ms, id) \
+                "CREATE INDEX IF NOT EXISTS \"{n}_owner_idx\" ON {t} (owner, created_at_ms, id) \
              WHERE owner IS NOT NULL",
-            // PostgreSQL orders by the columns after `owner` only under
-            // `owner = …`, not under `owner IS NULL`: ownerless tasks get an
-            // index of their own, or listing them would sort them all.
-            "CREATE INDEX IF NOT EXISTS \"{n}_unowned_idx\" ON {t} (created_at_ms, id) \
+                // PostgreSQL orders by the columns after `owner` only under
+                // `owner = …`, not under `owner IS NULL`: ownerless tasks get an
+                // index of their own, or listing them would sort them all.
+                "CREATE INDEX IF NOT EXISTS \"{n}_unowned_idx\" ON {t} (created_at_ms, id) \
              WHERE owner IS NULL",
-            "CREATE INDEX IF NOT EXISTS \"{n}_expiry_idx\" ON {t} (expires_at_ms) \
+                "CREATE INDEX IF NOT EXISTS \"{n}_expiry_idx\" ON {t} (expires_at_ms) \
              WHERE expires_at_ms IS NOT NULL",
-        ]],
+            ],
+            &[
+                // 2: the lease of a `working` task, for finding orphans.
+                "ALTER TABLE {t} ADD COLUMN IF NOT EXISTS lease_until_ms bigint",
+                "UPDATE {t} SET lease_until_ms = (record->'lease'->>'until_ms')::bigint \
+             WHERE status = 'working'",
+                "CREATE INDEX IF NOT EXISTS \"{n}_lease_idx\" ON {t} (lease_until_ms) \
+             WHERE lease_until_ms IS NOT NULL",
+            ],
+        ],
         migrations_table: "CREATE TABLE IF NOT EXISTS {m} (
             version bigint PRIMARY KEY,
             applied_at_ms bigint NOT NULL
@@ -172,34 +182,4 @@ impl PostgresStore {
     }
 }
 
-impl TaskStore for PostgresStore {
-    fn create(&self, record: TaskRecord) -> BoxFuture<'_, Result<()>> {
-        Box::pin(self.core.create(record))
-    }
-
-    fn get<'a>(
-        &'a self,
-        id: &'a str,
-        now_ms: i64,
-    ) -> BoxFuture<'a, Result<Option<Arc<TaskRecord>>>> {
-        Box::pin(self.core.get(id, now_ms))
-    }
-
-    fn replace(&self, record: TaskRecord, expected_version: u64) -> BoxFuture<'_, Result<()>> {
-        Box::pin(self.core.replace(record, expected_version))
-    }
-
-    fn delete_expired(&self, now_ms: i64, limit: usize) -> BoxFuture<'_, Result<Vec<String>>> {
-        Box::pin(self.core.delete_expired(now_ms, limit))
-    }
-
-    fn list<'a>(
-        &'a self,
-        owner: Option<&'a str>,
-        after: Option<(i64, &'a str)>,
-        limit: usize,
-        now_ms: i64,
-    ) -> BoxFuture<'a, Result<Vec<Arc<TaskRecord>>>> {
-        Box::pin(self.core.list(owner, after, limit, now_ms))
-    }
-}
+sql_task_store!(PostgresStore);

@@ -12,7 +12,7 @@ use sqlx::sqlite::{
 use sqlx::Sqlite;
 
 use super::{Dialect, Engine, SqlCore, SqlOptions};
-use crate::store::{BoxFuture, Error, Result, TaskRecord, TaskStore};
+use crate::store::{Error, Result};
 
 /// How long a statement waits for another connection's (or process's) write
 /// lock before failing.
@@ -23,8 +23,9 @@ const READERS: u32 = 4;
 
 impl Engine for Sqlite {
     const DIALECT: Dialect = Dialect {
-        migrations: &[&[
-            "CREATE TABLE IF NOT EXISTS {t} (
+        migrations: &[
+            &[
+                "CREATE TABLE IF NOT EXISTS {t} (
                 id TEXT PRIMARY KEY NOT NULL,
                 owner TEXT,
                 era TEXT NOT NULL,
@@ -35,10 +36,19 @@ impl Engine for Sqlite {
                 version INTEGER NOT NULL,
                 record TEXT NOT NULL
             )",
-            "CREATE INDEX IF NOT EXISTS \"{n}_owner_idx\" ON {t} (owner, created_at_ms, id)",
-            "CREATE INDEX IF NOT EXISTS \"{n}_expiry_idx\" ON {t} (expires_at_ms) \
+                "CREATE INDEX IF NOT EXISTS \"{n}_owner_idx\" ON {t} (owner, created_at_ms, id)",
+                "CREATE INDEX IF NOT EXISTS \"{n}_expiry_idx\" ON {t} (expires_at_ms) \
              WHERE expires_at_ms IS NOT NULL",
-        ]],
+            ],
+            &[
+                // 2: the lease of a `working` task, for finding orphans.
+                "ALTER TABLE {t} ADD COLUMN lease_until_ms INTEGER",
+                "UPDATE {t} SET lease_until_ms = json_extract(record, '$.lease.until_ms') \
+             WHERE status = 'working'",
+                "CREATE INDEX IF NOT EXISTS \"{n}_lease_idx\" ON {t} (lease_until_ms) \
+             WHERE lease_until_ms IS NOT NULL",
+            ],
+        ],
         migrations_table: "CREATE TABLE IF NOT EXISTS {m} (
             version INTEGER PRIMARY KEY NOT NULL,
             applied_at_ms INTEGER NOT NULL
@@ -182,34 +192,4 @@ impl SqliteStore {
     }
 }
 
-impl TaskStore for SqliteStore {
-    fn create(&self, record: TaskRecord) -> BoxFuture<'_, Result<()>> {
-        Box::pin(self.core.create(record))
-    }
-
-    fn get<'a>(
-        &'a self,
-        id: &'a str,
-        now_ms: i64,
-    ) -> BoxFuture<'a, Result<Option<Arc<TaskRecord>>>> {
-        Box::pin(self.core.get(id, now_ms))
-    }
-
-    fn replace(&self, record: TaskRecord, expected_version: u64) -> BoxFuture<'_, Result<()>> {
-        Box::pin(self.core.replace(record, expected_version))
-    }
-
-    fn delete_expired(&self, now_ms: i64, limit: usize) -> BoxFuture<'_, Result<Vec<String>>> {
-        Box::pin(self.core.delete_expired(now_ms, limit))
-    }
-
-    fn list<'a>(
-        &'a self,
-        owner: Option<&'a str>,
-        after: Option<(i64, &'a str)>,
-        limit: usize,
-        now_ms: i64,
-    ) -> BoxFuture<'a, Result<Vec<Arc<TaskRecord>>>> {
-        Box::pin(self.core.list(owner, after, limit, now_ms))
-    }
-}
+sql_task_store!(SqliteStore);
