@@ -62,6 +62,18 @@ impl TaskStatus {
         }
     }
 
+    /// The status a wire name (`"working"`, ...) stands for.
+    pub fn from_wire(name: &str) -> Option<Self> {
+        Some(match name {
+            "working" => TaskStatus::Working,
+            "input_required" => TaskStatus::InputRequired,
+            "completed" => TaskStatus::Completed,
+            "failed" => TaskStatus::Failed,
+            "cancelled" => TaskStatus::Cancelled,
+            _ => return None,
+        })
+    }
+
     /// Whether the state machine allows `self → next`.
     pub const fn can_become(self, next: TaskStatus) -> bool {
         match self {

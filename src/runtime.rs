@@ -26,7 +26,9 @@ use crate::protocol::{
 
 /// `_meta` key tying a notification to its `subscriptions/listen` request.
 const META_SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
-use crate::store::{self, BoxFuture, Era, Lease, PendingInput, TaskOutcome, TaskRecord, TaskStore};
+use crate::store::{
+    self, BoxFuture, Era, Lease, PendingInput, TaskChange, TaskOutcome, TaskRecord, TaskStore,
+};
 use crate::TaskEvent;
 
 /// What the layer needs of the inner service to run tasks with it.
@@ -182,6 +184,12 @@ pub(crate) struct Shared {
     /// Every written record, for `subscriptions/listen` streams; only fed
     /// while one is open.
     snapshots: broadcast::Sender<Arc<TaskRecord>>,
+    /// Changes the store reported (other replicas' writes included), for
+    /// subscriptions and blocked `tasks/result` calls; only fed while one
+    /// listens.
+    changes: broadcast::Sender<TaskChange>,
+    /// Whether the store reports changes ([`TaskStore::changes`]).
+    has_feed: std::sync::atomic::AtomicBool,
     clock: Clock,
     local: Mutex<HashMap<String, Local>>,
     /// Unfinished tasks per owner among `local`.
@@ -367,6 +375,8 @@ impl Shared {
             cfg,
             events,
             snapshots: broadcast::channel(1024).0,
+            changes: broadcast::channel(1024).0,
+            has_feed: std::sync::atomic::AtomicBool::new(false),
             clock: Clock::new(),
             local: Mutex::new(HashMap::new()),
             active_per_owner: Mutex::new(HashMap::new()),
@@ -522,6 +532,7 @@ impl Shared {
         let owner = self.owner_of(req);
         // Subscribe before reading, so no change falls in between.
         let mut snapshots = self.snapshots.subscribe();
+        let mut changes = self.changes.subscribe();
         let mut watched: HashMap<String, u64> = HashMap::new();
         let mut order = Vec::new();
         for task_id in asked.iter().filter_map(Value::as_str) {
@@ -543,26 +554,74 @@ impl Shared {
         .await;
         let closed = peer.closed();
         tokio::pin!(closed);
+        let mut resync = self.resync_period().map(|period| {
+            let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            tick
+        });
         while !watched.is_empty() {
+            let tick = async {
+                match resync.as_mut() {
+                    Some(tick) => {
+                        tick.tick().await;
+                    }
+                    None => std::future::pending().await,
+                }
+            };
             let record = tokio::select! {
                 snapshot = snapshots.recv() => match snapshot {
                     Ok(r) => r,
+                    // Too slow to see every write: catch up from the store.
                     Err(broadcast::error::RecvError::Lagged(_)) => {
-                        // Too slow to see every write: catch up from the store.
-                        let ids: Vec<String> = watched.keys().cloned().collect();
-                        for task_id in ids {
-                            match self.lookup(&task_id, owner.as_deref(), Era::Modern).await? {
-                                Some(r) => self.push_change(&peer, &meta, &mut watched, &r).await,
-                                None => { watched.remove(&task_id); }
-                            }
-                        }
+                        self.resync(&peer, &meta, &mut watched, owner.as_deref()).await?;
                         continue;
                     }
                     Err(broadcast::error::RecvError::Closed) => break,
                 },
+                change = changes.recv() => {
+                    match change {
+                        Ok(TaskChange::Updated { id, version, .. }) => {
+                            if watched.get(&id).is_some_and(|seen| *seen < version) {
+                                match self.lookup(&id, owner.as_deref(), Era::Modern).await? {
+                                    Some(r) => self.push_change(&peer, &meta, &mut watched, &r).await,
+                                    None => { watched.remove(&id); }
+                                }
+                            }
+                        }
+                        Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {
+                            self.resync(&peer, &meta, &mut watched, owner.as_deref()).await?;
+                        }
+                        Err(broadcast::error::RecvError::Closed) => break,
+                    }
+                    continue;
+                }
+                () = tick => {
+                    self.resync(&peer, &meta, &mut watched, owner.as_deref()).await?;
+                    continue;
+                }
                 () = &mut closed => break,
             };
             self.push_change(&peer, &meta, &mut watched, &record).await;
+        }
+        Ok(())
+    }
+
+    /// Re-read every watched task and push what changed.
+    async fn resync(
+        &self,
+        peer: &Peer,
+        meta: &Value,
+        watched: &mut HashMap<String, u64>,
+        owner: Option<&str>,
+    ) -> Result<(), JsonRpcError> {
+        let ids: Vec<String> = watched.keys().cloned().collect();
+        for task_id in ids {
+            match self.lookup(&task_id, owner, Era::Modern).await? {
+                Some(r) => self.push_change(peer, meta, watched, &r).await,
+                None => {
+                    watched.remove(&task_id);
+                }
+            }
         }
         Ok(())
     }
@@ -598,9 +657,44 @@ impl Shared {
             if let Ok(handle) = tokio::runtime::Handle::try_current() {
                 let weak = Arc::downgrade(self);
                 let period = self.cfg.reap_interval;
-                handle.spawn(reap_loop(weak, period));
+                handle.spawn(reap_loop(weak.clone(), period));
+                if let Some(feed) = self.store.changes() {
+                    self.has_feed
+                        .store(true, std::sync::atomic::Ordering::Release);
+                    handle.spawn(change_loop(weak, feed));
+                }
             }
         });
+    }
+
+    /// A change the store reported, maybe written by another replica: a
+    /// cancel stops this process's handler of the task now (the heartbeat
+    /// would, a period later); subscribers and waiters re-read.
+    fn on_change(&self, change: TaskChange) {
+        if let TaskChange::Updated {
+            id,
+            status: TaskStatus::Cancelled,
+            ..
+        } = &change
+        {
+            if let Some(local) = self.local_of(id) {
+                if !local.token.is_cancelled() {
+                    info!(parent: &local.span, "cancelled on another replica");
+                    local.token.cancel();
+                }
+            }
+        }
+        if self.changes.receiver_count() > 0 {
+            let _ = self.changes.send(change);
+        }
+    }
+
+    /// How often a subscription re-reads its tasks when the store reports
+    /// no changes (another process may write them): the lease heartbeat's
+    /// period.
+    fn resync_period(&self) -> Option<Duration> {
+        (!self.has_feed.load(std::sync::atomic::Ordering::Acquire))
+            .then(|| (self.cfg.lease_ttl / 3).max(Duration::from_millis(10)))
     }
 
     async fn reap_once(&self) {
@@ -788,6 +882,7 @@ impl Shared {
         let owner = self.owner_of(req);
         let peer = req.extensions.get::<Peer>().cloned();
         let mut events = self.events.subscribe();
+        let mut changes = self.changes.subscribe();
         let mut notified: Option<(TaskStatus, u64)> = None;
         loop {
             let record = self
@@ -847,6 +942,14 @@ impl Shared {
                 tokio::select! {
                     event = events.recv() => match event {
                         Ok(e) if e.task_id != record.id => continue,
+                        Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => break,
+                        Err(broadcast::error::RecvError::Closed) => {
+                            return Err(JsonRpcError::internal("the task layer is shutting down"))
+                        }
+                    },
+                    change = changes.recv() => match change {
+                        Ok(TaskChange::Updated { id, version, .. })
+                            if id != record.id || version <= record.version => continue,
                         Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => break,
                         Err(broadcast::error::RecvError::Closed) => {
                             return Err(JsonRpcError::internal("the task layer is shutting down"))
@@ -1793,6 +1896,19 @@ fn undeclared(
 
 pub(crate) fn task_span(id: &str, tool: &str) -> Span {
     tracing::info_span!("mcp_task", task_id = %id, tool = %tool)
+}
+
+/// Hand the store's change feed to the layer while it lives.
+async fn change_loop(weak: Weak<Shared>, mut feed: broadcast::Receiver<TaskChange>) {
+    loop {
+        let change = match feed.recv().await {
+            Ok(change) => change,
+            Err(broadcast::error::RecvError::Lagged(_)) => TaskChange::Missed,
+            Err(broadcast::error::RecvError::Closed) => return,
+        };
+        let Some(shared) = weak.upgrade() else { return };
+        shared.on_change(change);
+    }
 }
 
 async fn reap_loop(weak: Weak<Shared>, period: Duration) {

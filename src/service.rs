@@ -117,6 +117,7 @@ where
                     return answer(JsonRpcResponse::error(req.id, missing_tasks_capability()));
                 }
                 let shared = Arc::clone(&self.shared);
+                shared.ensure_reaper();
                 ResponseFuture::intercepted(Box::pin(async move { Ok(shared.listen(req).await) }))
             }
             "server/discover" if RequestEra::of(&req).modern => {

@@ -245,7 +245,7 @@ mod postgres {
     use super::common::pg::{url, Tables};
     use super::*;
 
-    async fn replicas(tables: &Tables) -> [Client; 3] {
+    async fn replicas(tables: &Tables, lease_ttl: Duration) -> [Client; 3] {
         let table = tables.next();
         let (a, b, c) = tokio::join!(
             tables.store(&table),
@@ -253,8 +253,7 @@ mod postgres {
             tables.store(&table)
         );
         [a, b, c].map(|store| {
-            let mut client =
-                Client::new(common::layer_on(store).with_lease_ttl(Duration::from_secs(3)));
+            let mut client = Client::new(common::layer_on(store).with_lease_ttl(lease_ttl));
             client.owner = Some("alice".into());
             client
         })
@@ -277,7 +276,7 @@ mod postgres {
     async fn postgres_created_on_one_read_on_another_answered_on_a_third_resumed_once() {
         let Some(url) = url() else { return };
         let tables = Tables::new(&url, "rep3");
-        let [a, b, c] = replicas(&tables).await;
+        let [a, b, c] = replicas(&tables, Duration::from_secs(3)).await;
         let id = a.start("ask", json!({})).await;
         poll_until(&b, &id, "input_required").await;
         let answer = json!({"name": accept("name", "Ada")});
@@ -296,11 +295,13 @@ mod postgres {
         tables.drop_all().await;
     }
 
+    /// The lease heartbeat comes every 10 s here: only the store's change
+    /// feed (`LISTEN`/`NOTIFY`) can stop the handler within two seconds.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn postgres_cancel_on_one_replica_stops_the_handler_on_another_within_two_seconds() {
         let Some(url) = url() else { return };
         let tables = Tables::new(&url, "repcancel");
-        let [a, b, _c] = replicas(&tables).await;
+        let [a, b, _c] = replicas(&tables, Duration::from_secs(30)).await;
         let id = a.start("hang", json!({})).await;
         let cancelled_at = Instant::now();
         ok(&b.cancel(&id).await);

@@ -3,7 +3,6 @@
 
 mod common;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use common::{accept, err, meta, ok, Client};
@@ -138,6 +137,7 @@ mod http {
     use hyper_util::rt::TokioIo;
     use mcp_task_layer::McpEndpoint;
     use std::net::SocketAddr;
+    use std::sync::Arc;
     use tokio::net::TcpStream;
     use tower::ServiceBuilder;
 
@@ -312,4 +312,62 @@ mod http {
             "every transition, in order"
         );
     }
+}
+
+/// A subscriber on one replica sees every change of a task that runs on
+/// another, through PostgreSQL's change feed (issue 9).
+#[cfg(feature = "postgres")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscriber_on_one_replica_sees_a_task_running_on_another() {
+    use common::pg::{url, Tables};
+
+    let Some(url) = url() else { return };
+    let tables = Tables::new(&url, "subrep");
+    let table = tables.next();
+    let (store_a, store_b) = tokio::join!(tables.store(&table), tables.store(&table));
+    // A 30 s lease: the heartbeat cannot be what brings the changes over.
+    let replica = |store| {
+        let mut c = Client::new(common::layer_on(store).with_lease_ttl(Duration::from_secs(30)));
+        c.owner = Some("alice".into());
+        c
+    };
+    let (a, b) = (replica(store_a), replica(store_b));
+    // Works 800 ms before it asks, and again after the answer.
+    let id = a.start("ask", json!({"delay_ms": 800})).await;
+
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let mut req = listen_request(9, &[&id], true, Some("alice"));
+    req.extensions.insert(Peer::new(Listener(tx)));
+    let listening = tokio::spawn(b.svc.clone().oneshot(req));
+    let (method, ack) = rx.recv().await.unwrap();
+    assert_eq!(method, "notifications/subscriptions/acknowledged");
+    assert_eq!(ack["notifications"]["taskIds"], json!([id]));
+
+    let mut statuses = Vec::new();
+    loop {
+        let (method, params) = tokio::time::timeout(Duration::from_secs(20), rx.recv())
+            .await
+            .expect("a notification within 20 s")
+            .expect("the stream stays open");
+        assert_eq!(method, "notifications/tasks");
+        assert_eq!(params["taskId"], json!(id));
+        statuses.push(params["status"].as_str().unwrap().to_owned());
+        match params["status"].as_str().unwrap() {
+            "input_required" => {
+                assert!(params["inputRequests"]["name"].is_object(), "{params}");
+                // Answered on the replica that runs it.
+                ok(&a.update(&id, json!({"name": accept("name", "Ada")})).await);
+            }
+            "completed" => {
+                assert_eq!(params["result"]["content"][0]["text"], "Hello, Ada!");
+                break;
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(statuses, ["input_required", "working", "completed"]);
+    let done = listening.await.unwrap().unwrap();
+    assert_eq!(ok(&done), &json!({"resultType": "complete"}));
+    assert_eq!(b.seen.calls("ask"), 0, "everything ran on a");
+    tables.drop_all().await;
 }

@@ -17,6 +17,11 @@
 //!   expired records and returns their ids; it must be cheap when nothing has
 //!   expired and safe to run from several places at once.
 //!
+//! A store shared by several replicas may also report changes written by
+//! any of them ([`changes`](TaskStore::changes)); the layer then stops a
+//! cancelled task's handler and updates subscribers at once instead of at
+//! the next lease heartbeat.
+//!
 //! A [`TaskRecord`] serializes with serde, so a backend may keep it as one
 //! blob next to the few columns it indexes (`id`, `owner`, `status`,
 //! [`expires_at_ms`](TaskRecord::expires_at_ms), `version`). Run
@@ -49,6 +54,26 @@ pub use sql::SqliteStore;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 #[cfg_attr(docsrs, doc(cfg(any(feature = "sqlite", feature = "postgres"))))]
 pub use sql::{InvalidTableName, SqlOptions};
+
+/// A change a store reports through [`TaskStore::changes`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TaskChange {
+    /// Task `id` was written, by any replica, at `version` with `status`.
+    /// Lease renewals, which change nothing a client sees, need not be
+    /// reported.
+    Updated {
+        /// The task id.
+        id: String,
+        /// The version written.
+        version: u64,
+        /// The status written.
+        status: TaskStatus,
+    },
+    /// Changes may have been lost (the store's notification connection
+    /// dropped, say): re-read whatever is being watched.
+    Missed,
+}
 
 /// A boxed, `Send` future: what the object-safe [`TaskStore`] methods return.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -310,6 +335,16 @@ pub trait TaskStore: fmt::Debug + Send + Sync + 'static {
             "finding orphaned tasks",
         ))))
     }
+
+    /// A feed of the changes written to this store by every replica, for
+    /// stores shared between processes that can report them (PostgreSQL's
+    /// `LISTEN`/`NOTIFY`); `None` (the default) when they cannot. Called
+    /// from inside a tokio runtime, once per layer. A receiver that lags
+    /// behind should act as on [`TaskChange::Missed`]. Optional: the lease
+    /// heartbeat reaches the same state, only later.
+    fn changes(&self) -> Option<tokio::sync::broadcast::Receiver<TaskChange>> {
+        None
+    }
 }
 
 impl<T: TaskStore + ?Sized> TaskStore for Arc<T> {
@@ -340,5 +375,8 @@ impl<T: TaskStore + ?Sized> TaskStore for Arc<T> {
     }
     fn orphans(&self, now_ms: i64, limit: usize) -> BoxFuture<'_, Result<Vec<Arc<TaskRecord>>>> {
         (**self).orphans(now_ms, limit)
+    }
+    fn changes(&self) -> Option<tokio::sync::broadcast::Receiver<TaskChange>> {
+        (**self).changes()
     }
 }

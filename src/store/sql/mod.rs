@@ -102,6 +102,12 @@ macro_rules! sql_task_store {
             > {
                 Box::pin(self.core.orphans(now_ms, limit))
             }
+
+            fn changes(
+                &self,
+            ) -> Option<tokio::sync::broadcast::Receiver<$crate::store::TaskChange>> {
+                self.change_feed()
+            }
         }
     };
 }

@@ -1,15 +1,19 @@
 //! [`PostgresStore`]: tasks in PostgreSQL, shared by every replica.
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use tokio::sync::broadcast;
+use tokio_util::sync::CancellationToken;
+
 use sqlx::pool::PoolConnectionMetadata;
-use sqlx::postgres::{PgConnection, PgPoolOptions, PgQueryResult};
+use sqlx::postgres::{PgConnection, PgListener, PgPoolOptions, PgQueryResult};
 use sqlx::{Connection, Postgres};
 
 use super::{Dialect, Engine, SqlCore, SqlOptions};
-use crate::store::{BoxFuture, Error, Result};
+use crate::store::{BoxFuture, Error, Result, TaskChange};
+use crate::TaskStatus;
 
 /// Default pool size.
 const CONNECTIONS: u32 = 10;
@@ -72,6 +76,21 @@ impl Engine for Postgres {
                 "CREATE INDEX IF NOT EXISTS \"{n}_lease_idx\" ON {t} (lease_until_ms) \
              WHERE lease_until_ms IS NOT NULL",
             ],
+            &[
+                // 3: every change a client can see (not a lease renewal) is
+                // announced on channel `<table>_changes` as
+                // "<version> <status> <id>", delivered at commit.
+                "CREATE OR REPLACE FUNCTION \"{n}_notify\"() RETURNS trigger \
+                 LANGUAGE plpgsql AS $f$ BEGIN \
+                 PERFORM pg_notify('{n}_changes', \
+                     NEW.version::text || ' ' || NEW.status || ' ' || NEW.id); \
+                 RETURN NULL; END $f$",
+                "DROP TRIGGER IF EXISTS \"{n}_changes\" ON {t}",
+                "CREATE TRIGGER \"{n}_changes\" AFTER UPDATE ON {t} FOR EACH ROW \
+                 WHEN (OLD.status IS DISTINCT FROM NEW.status \
+                 OR OLD.updated_at_ms IS DISTINCT FROM NEW.updated_at_ms) \
+                 EXECUTE FUNCTION \"{n}_notify\"()",
+            ],
         ],
         migrations_table: "CREATE TABLE IF NOT EXISTS {m} (
             version bigint PRIMARY KEY,
@@ -129,6 +148,21 @@ impl Engine for Postgres {
 #[derive(Clone)]
 pub struct PostgresStore {
     core: Arc<SqlCore<Postgres>>,
+    feed: Arc<Feed>,
+}
+
+/// The change feed of one store and its clones: started by the first
+/// `changes()`, stopped when the last clone is dropped.
+#[derive(Debug, Default)]
+struct Feed {
+    tx: OnceLock<broadcast::Sender<TaskChange>>,
+    stop: CancellationToken,
+}
+
+impl Drop for Feed {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
 }
 
 impl fmt::Debug for PostgresStore {
@@ -157,6 +191,7 @@ impl PostgresStore {
             .map_err(|e| Error::Backend(Box::new(e)))?;
         let store = PostgresStore {
             core: Arc::new(SqlCore::new(pool.clone(), pool, options.table)),
+            feed: Arc::default(),
         };
         if options.migrate {
             store.migrate().await?;
@@ -178,8 +213,98 @@ impl PostgresStore {
     /// Close every connection, waiting for the ones in use. Later calls on
     /// this store (and its clones) fail.
     pub async fn close(&self) {
+        self.feed.stop.cancel();
         self.core.writes.close().await;
     }
+
+    /// [`TaskStore::changes`]: the table's `NOTIFY`s, through one
+    /// `LISTEN`ing connection of the pool per store (and its clones).
+    fn change_feed(&self) -> Option<broadcast::Receiver<TaskChange>> {
+        let runtime = tokio::runtime::Handle::try_current().ok()?;
+        let tx = self.feed.tx.get_or_init(|| {
+            let (tx, _) = broadcast::channel(FEED_CAPACITY);
+            let channel = format!("{}_changes", self.core.table);
+            let pool = self.core.reads.clone();
+            runtime.spawn(listen(pool, channel, tx.clone(), self.feed.stop.clone()));
+            tx
+        });
+        Some(tx.subscribe())
+    }
+}
+
+/// Changes buffered per receiver before it lags (and re-reads).
+const FEED_CAPACITY: usize = 4096;
+
+/// Forward the table's notifications to `tx` until `stop`. After every
+/// (re)connection, and whenever the connection drops, receivers are told
+/// that changes may have been missed.
+async fn listen(
+    pool: sqlx::PgPool,
+    channel: String,
+    tx: broadcast::Sender<TaskChange>,
+    stop: CancellationToken,
+) {
+    let mut listener: Option<PgListener> = None;
+    loop {
+        let Some(conn) = listener.as_mut() else {
+            let connected = async {
+                let mut l = PgListener::connect_with(&pool).await?;
+                l.listen(&channel).await?;
+                Ok::<_, sqlx::Error>(l)
+            };
+            let outcome = tokio::select! {
+                () = stop.cancelled() => return,
+                outcome = connected => outcome,
+            };
+            match outcome {
+                Ok(l) => {
+                    listener = Some(l);
+                    let _ = tx.send(TaskChange::Missed);
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot LISTEN for task changes; retrying in 1 s");
+                    tokio::select! {
+                        () = stop.cancelled() => return,
+                        () = tokio::time::sleep(Duration::from_secs(1)) => {}
+                    }
+                }
+            }
+            continue;
+        };
+        let next = tokio::select! {
+            () = stop.cancelled() => return,
+            next = conn.try_recv() => next,
+        };
+        match next {
+            Ok(Some(n)) => {
+                if let Some(change) = parse_change(n.payload()) {
+                    let _ = tx.send(change);
+                }
+            }
+            // The connection dropped; the next `try_recv` reconnects.
+            Ok(None) => {
+                let _ = tx.send(TaskChange::Missed);
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "the task change feed failed; reconnecting");
+                listener = None;
+                let _ = tx.send(TaskChange::Missed);
+            }
+        }
+    }
+}
+
+/// `"<version> <status> <id>"`, as the trigger of migration 3 writes it.
+fn parse_change(payload: &str) -> Option<TaskChange> {
+    let mut parts = payload.splitn(3, ' ');
+    let version = parts.next()?.parse().ok()?;
+    let status = TaskStatus::from_wire(parts.next()?)?;
+    let id = parts.next()?.to_owned();
+    Some(TaskChange::Updated {
+        id,
+        version,
+        status,
+    })
 }
 
 sql_task_store!(PostgresStore);

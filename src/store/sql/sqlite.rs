@@ -190,6 +190,13 @@ impl SqliteStore {
         self.core.reads.close().await;
         self.core.writes.close().await;
     }
+
+    /// SQLite cannot tell one process of another's writes: no feed (the
+    /// lease heartbeat and subscribers' re-reads cover it).
+    #[allow(clippy::unused_self)]
+    fn change_feed(&self) -> Option<tokio::sync::broadcast::Receiver<crate::store::TaskChange>> {
+        None
+    }
 }
 
 sql_task_store!(SqliteStore);
