@@ -96,22 +96,28 @@ fn replica(store: Shared) -> Client {
     c
 }
 
-#[tokio::test(start_paused = true)]
-async fn created_on_one_read_on_another_answered_on_a_third_resumed_once() {
-    let store = Shared::new();
-    let (mut a, b, c) = (
-        replica(store.connection()),
-        replica(store.connection()),
-        replica(store.connection()),
-    );
+/// Poll `client` until the task is in `status`: at most 30 s of tokio time
+/// (virtual under a paused clock, real otherwise).
+async fn poll_until(client: &Client, id: &str, status: &str) -> serde_json::Value {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let body = client.get_ok(id).await;
+        if body["status"] == status {
+            return body;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "never {status}: {body}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// A task created on `a` is read on `b`; all three replicas receive the
+/// same answer at once; the handler resumes exactly once.
+async fn created_read_answered_on_three_replicas(a: &Client, b: &Client, c: &Client) {
     let id = a.start("ask", json!({})).await;
-    a.wait_for(&id, TaskStatus::InputRequired).await;
-    assert_eq!(
-        b.get_ok(&id).await["status"],
-        "input_required",
-        "read on another replica"
-    );
-    // All three receive the same answer at once.
+    poll_until(b, &id, "input_required").await;
     let answer = json!({"name": accept("name", "Ada")});
     let (ra, rb, rc) = tokio::join!(
         a.update(&id, answer.clone()),
@@ -121,23 +127,24 @@ async fn created_on_one_read_on_another_answered_on_a_third_resumed_once() {
     for r in [ra, rb, rc] {
         assert_eq!(ok(&r), &json!({"resultType": "complete"}));
     }
-    let done = {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-        loop {
-            let body = c.get_ok(&id).await;
-            if body["status"] == "completed" {
-                break body;
-            }
-            assert!(tokio::time::Instant::now() < deadline);
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    };
+    let done = poll_until(c, &id, "completed").await;
     assert_eq!(done["result"]["content"][0]["text"], "Hello, Ada!");
-    let resumes = a.seen.calls("ask") + b.seen.calls("ask") + c.seen.calls("ask");
+    let runs = a.seen.calls("ask") + b.seen.calls("ask") + c.seen.calls("ask");
     assert_eq!(
-        resumes, 2,
+        runs, 2,
         "one first run (on a) and exactly one resume, on whichever replica won"
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn created_on_one_read_on_another_answered_on_a_third_resumed_once() {
+    let store = Shared::new();
+    let (a, b, c) = (
+        replica(store.connection()),
+        replica(store.connection()),
+        replica(store.connection()),
+    );
+    created_read_answered_on_three_replicas(&a, &b, &c).await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -259,39 +266,12 @@ mod postgres {
         })
     }
 
-    /// Poll `client` until the task is in `status` (at most 30 s).
-    async fn poll_until(client: &Client, id: &str, status: &str) -> serde_json::Value {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let body = client.get_ok(id).await;
-            if body["status"] == status {
-                return body;
-            }
-            assert!(Instant::now() < deadline, "never {status}: {body}");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn postgres_created_on_one_read_on_another_answered_on_a_third_resumed_once() {
         let Some(url) = url() else { return };
         let tables = Tables::new(&url, "rep3");
         let [a, b, c] = replicas(&tables, Duration::from_secs(3)).await;
-        let id = a.start("ask", json!({})).await;
-        poll_until(&b, &id, "input_required").await;
-        let answer = json!({"name": accept("name", "Ada")});
-        let (ra, rb, rc) = tokio::join!(
-            a.update(&id, answer.clone()),
-            b.update(&id, answer.clone()),
-            c.update(&id, answer)
-        );
-        for r in [ra, rb, rc] {
-            assert_eq!(ok(&r), &json!({"resultType": "complete"}));
-        }
-        let done = poll_until(&c, &id, "completed").await;
-        assert_eq!(done["result"]["content"][0]["text"], "Hello, Ada!");
-        let runs = a.seen.calls("ask") + b.seen.calls("ask") + c.seen.calls("ask");
-        assert_eq!(runs, 2, "the first run and exactly one resume");
+        created_read_answered_on_three_replicas(&a, &b, &c).await;
         tables.drop_all().await;
     }
 

@@ -371,3 +371,78 @@ async fn a_subscriber_on_one_replica_sees_a_task_running_on_another() {
     assert_eq!(b.seen.calls("ask"), 0, "everything ran on a");
     tables.drop_all().await;
 }
+
+/// The change feed's connection is killed while a subscriber waits: the
+/// feed reconnects, the subscriber re-reads, and still sees the task through
+/// to its end.
+#[cfg(feature = "postgres")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscription_survives_the_change_feed_losing_its_connection() {
+    use common::pg::{url, Tables};
+    use mcp_task_layer::store::{PostgresStore, SqlOptions};
+    use sqlx::{Connection, Row};
+
+    let Some(url) = url() else { return };
+    let tables = Tables::new(&url, "subdrop");
+    let table = tables.next();
+    let store_a = tables.store(&table).await;
+    let app = format!("{}_b", tables.prefix);
+    let sep = if url.contains('?') { '&' } else { '?' };
+    let store_b = PostgresStore::connect_with(
+        &format!("{url}{sep}application_name={app}"),
+        SqlOptions::new().with_table(table.clone()).unwrap(),
+    )
+    .await
+    .unwrap();
+    let replica = |store| {
+        let mut c = Client::new(common::layer_on(store).with_lease_ttl(Duration::from_secs(30)));
+        c.owner = Some("alice".into());
+        c
+    };
+    let (a, b) = (replica(store_a), replica(store_b));
+    let id = a.start("ask", json!({"delay_ms": 500})).await;
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let mut req = listen_request(3, &[&id], true, Some("alice"));
+    req.extensions.insert(Peer::new(Listener(tx)));
+    let listening = tokio::spawn(b.svc.clone().oneshot(req));
+    assert_eq!(
+        rx.recv().await.unwrap().0,
+        "notifications/subscriptions/acknowledged"
+    );
+    // End b's LISTEN connection (and only it: b's other connections stay).
+    let mut admin = sqlx::PgConnection::connect(&url).await.unwrap();
+    let killed: i64 = sqlx::query(
+        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+         WHERE application_name = $1 AND query LIKE 'LISTEN%'",
+    )
+    .bind(&app)
+    .fetch_one(&mut admin)
+    .await
+    .unwrap()
+    .get(0);
+    assert_eq!(killed, 1, "b's feed connection was found");
+
+    let mut statuses = Vec::new();
+    loop {
+        let (_, params) = tokio::time::timeout(Duration::from_secs(20), rx.recv())
+            .await
+            .expect("a notification within 20 s")
+            .expect("the stream stays open");
+        let status = params["status"].as_str().unwrap().to_owned();
+        if status == "input_required" {
+            ok(&a.update(&id, json!({"name": accept("name", "Ada")})).await);
+        }
+        let done = status == "completed";
+        statuses.push(status);
+        if done {
+            break;
+        }
+    }
+    assert_eq!(statuses.first().map(String::as_str), Some("input_required"));
+    assert_eq!(statuses.last().map(String::as_str), Some("completed"));
+    assert_eq!(
+        ok(&listening.await.unwrap().unwrap())["resultType"],
+        "complete"
+    );
+    tables.drop_all().await;
+}

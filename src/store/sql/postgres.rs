@@ -236,8 +236,7 @@ impl PostgresStore {
 const FEED_CAPACITY: usize = 4096;
 
 /// Forward the table's notifications to `tx` until `stop`. After every
-/// (re)connection, and whenever the connection drops, receivers are told
-/// that changes may have been missed.
+/// (re)connection receivers are told that changes may have been missed.
 async fn listen(
     pool: sqlx::PgPool,
     channel: String,
@@ -281,14 +280,16 @@ async fn listen(
                     let _ = tx.send(change);
                 }
             }
-            // The connection dropped; the next `try_recv` reconnects.
+            // The connection dropped. Reconnect here rather than inside
+            // `try_recv`, so that `Missed` goes out only once `LISTEN` is
+            // back: a re-read before that could miss a change.
             Ok(None) => {
-                let _ = tx.send(TaskChange::Missed);
+                tracing::warn!("the task change feed lost its connection; reconnecting");
+                listener = None;
             }
             Err(e) => {
                 tracing::warn!(error = %e, "the task change feed failed; reconnecting");
                 listener = None;
-                let _ = tx.send(TaskChange::Missed);
             }
         }
     }
