@@ -533,7 +533,7 @@ impl Shared {
         // Subscribe before reading, so no change falls in between.
         let mut snapshots = self.snapshots.subscribe();
         let mut changes = self.changes.subscribe();
-        let mut watched: HashMap<String, u64> = HashMap::new();
+        let mut watched: HashMap<String, Seen> = HashMap::new();
         let mut order = Vec::new();
         for task_id in asked.iter().filter_map(Value::as_str) {
             if watched.contains_key(task_id) {
@@ -541,7 +541,7 @@ impl Shared {
             }
             if let Some(r) = self.lookup(task_id, owner.as_deref(), Era::Modern).await? {
                 if !r.status.is_terminal() {
-                    watched.insert(r.id.clone(), r.version);
+                    watched.insert(r.id.clone(), Seen::of(&r));
                 }
                 order.push(Value::String(r.id.clone()));
             }
@@ -581,7 +581,7 @@ impl Shared {
                 change = changes.recv() => {
                     match change {
                         Ok(TaskChange::Updated { id, version, .. }) => {
-                            if watched.get(&id).is_some_and(|seen| *seen < version) {
+                            if watched.get(&id).is_some_and(|seen| seen.version < version) {
                                 match self.lookup(&id, owner.as_deref(), Era::Modern).await? {
                                     Some(r) => self.push_change(&peer, &meta, &mut watched, &r).await,
                                     None => { watched.remove(&id); }
@@ -611,7 +611,7 @@ impl Shared {
         &self,
         peer: &Peer,
         meta: &Value,
-        watched: &mut HashMap<String, u64>,
+        watched: &mut HashMap<String, Seen>,
         owner: Option<&str>,
     ) -> Result<(), JsonRpcError> {
         let ids: Vec<String> = watched.keys().cloned().collect();
@@ -631,16 +631,23 @@ impl Shared {
         &self,
         peer: &Peer,
         meta: &Value,
-        watched: &mut HashMap<String, u64>,
+        watched: &mut HashMap<String, Seen>,
         r: &TaskRecord,
     ) {
         let Some(seen) = watched.get_mut(&r.id) else {
             return;
         };
-        if r.version <= *seen {
+        if r.version <= seen.version {
             return;
         }
-        *seen = r.version;
+        let now = Seen::of(r);
+        // A lease renewal is a new version that shows nothing new.
+        let visible = (now.status, now.updated_at_ms, now.round)
+            != (seen.status, seen.updated_at_ms, seen.round);
+        *seen = now;
+        if !visible {
+            return;
+        }
         if r.status.is_terminal() {
             watched.remove(&r.id);
         }
@@ -938,8 +945,18 @@ impl Shared {
                 }
             };
             tokio::pin!(expired);
+            // Without a change feed, another replica's write shows up only
+            // when read again.
+            let resync = async {
+                match self.resync_period() {
+                    Some(period) => tokio::time::sleep(period).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::pin!(resync);
             loop {
                 tokio::select! {
+                    () = &mut resync => break,
                     event = events.recv() => match event {
                         Ok(e) if e.task_id != record.id => continue,
                         Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => break,
@@ -1896,6 +1913,25 @@ fn undeclared(
 
 pub(crate) fn task_span(id: &str, tool: &str) -> Span {
     tracing::info_span!("mcp_task", task_id = %id, tool = %tool)
+}
+
+/// What a subscription last saw of a task.
+struct Seen {
+    version: u64,
+    status: TaskStatus,
+    updated_at_ms: i64,
+    round: u32,
+}
+
+impl Seen {
+    fn of(r: &TaskRecord) -> Self {
+        Seen {
+            version: r.version,
+            status: r.status,
+            updated_at_ms: r.updated_at_ms,
+            round: r.round,
+        }
+    }
 }
 
 /// Hand the store's change feed to the layer while it lives.

@@ -147,6 +147,30 @@ async fn created_on_one_read_on_another_answered_on_a_third_resumed_once() {
     created_read_answered_on_three_replicas(&a, &b, &c).await;
 }
 
+/// Without a change feed, a 2025-11-25 `tasks/result` blocked on one
+/// replica still returns when the task completes on another: it re-reads
+/// every third of the lease TTL (1 s here).
+#[tokio::test(start_paused = true)]
+async fn tasks_result_on_another_replica_returns_without_a_change_feed() {
+    let store = Shared::new();
+    let (a, b) = (replica(store.connection()), replica(store.connection()));
+    let started = a
+        .send(
+            "tools/call",
+            json!({"name": "slow", "arguments": {"ms": 5_000}, "task": {}}),
+        )
+        .await;
+    let id = ok(&started)["task"]["taskId"].as_str().unwrap().to_owned();
+    let asked = tokio::time::Instant::now();
+    let r = b.send("tasks/result", json!({"taskId": id})).await;
+    assert_eq!(ok(&r)["content"][0]["text"], "slept 5000");
+    let took = asked.elapsed();
+    assert!(
+        took >= Duration::from_secs(5) && took <= Duration::from_secs(6),
+        "answered {took:?} after the call: at the first re-read after the end"
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_cancel_on_one_replica_stops_the_handler_on_another_within_two_seconds() {
     let store = Shared::new();
@@ -272,6 +296,33 @@ mod postgres {
         let tables = Tables::new(&url, "rep3");
         let [a, b, c] = replicas(&tables, Duration::from_secs(3)).await;
         created_read_answered_on_three_replicas(&a, &b, &c).await;
+        tables.drop_all().await;
+    }
+
+    /// A 2025-11-25 `tasks/result` blocked on one replica returns when the
+    /// task completes on another: woken by the change feed, not a poll.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn postgres_tasks_result_on_one_replica_returns_when_another_finishes() {
+        let Some(url) = url() else { return };
+        let tables = Tables::new(&url, "represult");
+        let [a, b, _c] = replicas(&tables, Duration::from_secs(30)).await;
+        let started = a
+            .send(
+                "tools/call",
+                json!({"name": "slow", "arguments": {"ms": 800}, "task": {}}),
+            )
+            .await;
+        let id = ok(&started)["task"]["taskId"].as_str().unwrap().to_owned();
+        let asked = Instant::now();
+        let r = tokio::time::timeout(
+            Duration::from_secs(5),
+            b.send("tasks/result", json!({"taskId": id})),
+        )
+        .await
+        .expect("tasks/result returns within 5 s");
+        assert_eq!(ok(&r)["content"][0]["text"], "slept 800");
+        assert!(asked.elapsed() < Duration::from_secs(5));
+        assert_eq!(b.seen.calls("slow"), 0, "it ran on a");
         tables.drop_all().await;
     }
 

@@ -446,3 +446,46 @@ async fn a_subscription_survives_the_change_feed_losing_its_connection() {
     );
     tables.drop_all().await;
 }
+
+/// Without a change feed (two layers over one `MemoryStore`, as two
+/// processes over one SQLite file would be), a subscriber on one still sees
+/// every status of a task running on the other, by re-reading every third
+/// of the lease TTL.
+#[tokio::test(start_paused = true)]
+async fn without_a_change_feed_a_subscriber_on_another_layer_still_follows_the_task() {
+    let store = mcp_task_layer::MemoryStore::new();
+    let replica = |store| {
+        let mut c = Client::new(common::layer_on(store).with_lease_ttl(Duration::from_secs(3)));
+        c.owner = Some("alice".into());
+        c
+    };
+    let (a, b) = (replica(store.clone()), replica(store));
+    // Each step takes 5 s, longer than a re-read period (1 s).
+    let id = a.start("ask", json!({"delay_ms": 5_000})).await;
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let mut req = listen_request(4, &[&id], true, Some("alice"));
+    req.extensions.insert(Peer::new(Listener(tx)));
+    let listening = tokio::spawn(b.svc.clone().oneshot(req));
+    assert_eq!(
+        rx.recv().await.unwrap().1["notifications"]["taskIds"],
+        json!([id])
+    );
+    let mut statuses = Vec::new();
+    while let Some((_, params)) = rx.recv().await {
+        let status = params["status"].as_str().unwrap().to_owned();
+        if status == "input_required" {
+            ok(&a.update(&id, json!({"name": accept("name", "Ada")})).await);
+        }
+        let done = status == "completed";
+        statuses.push(status);
+        if done {
+            break;
+        }
+    }
+    assert_eq!(statuses, ["input_required", "working", "completed"]);
+    assert_eq!(
+        ok(&listening.await.unwrap().unwrap())["resultType"],
+        "complete"
+    );
+    assert_eq!(b.seen.calls("ask"), 0, "it ran on a");
+}
