@@ -203,7 +203,10 @@ impl TaskLayer {
     }
 
     /// Task events (one per successful status change) from every service of
-    /// this layer. Lagging receivers lose the oldest events.
+    /// this layer: the writes of this replica, not of others sharing its
+    /// store (their changes reach subscriptions through
+    /// [`TaskStore::changes`](crate::TaskStore::changes)). Lagging receivers
+    /// lose the oldest events.
     pub fn subscribe(&self) -> broadcast::Receiver<TaskEvent> {
         self.shared.events.subscribe()
     }
