@@ -8,22 +8,17 @@
 
 mod common;
 
+use common::wire::{bearer, send, Chunked, Reply};
+
 use std::collections::BTreeMap;
-use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::body::Bytes;
-use axum::http::header::{AUTHORIZATION, CONTENT_TYPE, HOST};
-use axum::http::request::Parts;
-use axum::http::{Extensions, Method, Request};
-use http_body_util::{BodyExt, Full};
-use hyper::body::Frame;
-use hyper_util::rt::TokioIo;
-use mcp_task_layer::{McpEndpoint, TaskEvent, TaskOwner, DEFAULT_BODY_LIMIT};
+use axum::http::Method;
+use http_body_util::Full;
+use mcp_task_layer::{McpEndpoint, TaskEvent, DEFAULT_BODY_LIMIT};
 use serde_json::{json, Value};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::broadcast;
@@ -40,17 +35,6 @@ const NOT_FOUND: &str = "Failed to retrieve task: Task not found";
 const UNKNOWN: &str = "0123456789abcdef0123456789abcdef";
 
 // ----- the server -----
-
-fn bearer(parts: &Parts, extensions: &mut Extensions) {
-    let token = parts
-        .headers
-        .get(AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
-    if let Some(token) = token {
-        extensions.insert(TaskOwner::new(token));
-    }
-}
 
 struct Server {
     addr: SocketAddr,
@@ -75,65 +59,6 @@ async fn start() -> Server {
 }
 
 // ----- the client -----
-
-#[derive(Debug)]
-struct Reply {
-    status: u16,
-    content_type: Option<String>,
-    body: Bytes,
-}
-
-/// A body sent in chunks, without a `Content-Length`.
-struct Chunked(Vec<Bytes>);
-
-impl hyper::body::Body for Chunked {
-    type Data = Bytes;
-    type Error = Infallible;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        _: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        Poll::Ready(self.0.pop().map(|b| Ok(Frame::data(b))))
-    }
-}
-
-/// One request on a fresh connection (a hostile request may make the
-/// server close it).
-async fn send<B>(addr: SocketAddr, method: Method, headers: &[(String, Vec<u8>)], body: B) -> Reply
-where
-    B: hyper::body::Body + Send + 'static,
-    B::Data: Send,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-{
-    let stream = TcpStream::connect(addr).await.unwrap();
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .unwrap();
-    tokio::spawn(conn);
-    let mut request = Request::builder()
-        .method(method)
-        .uri("/mcp")
-        .header(HOST, addr.to_string());
-    for (name, value) in headers {
-        request = request.header(name.as_str(), value.as_slice());
-    }
-    let response = sender
-        .send_request(request.body(body).unwrap())
-        .await
-        .unwrap();
-    let status = response.status().as_u16();
-    let content_type = response
-        .headers()
-        .get(CONTENT_TYPE)
-        .map(|v| v.to_str().unwrap().to_owned());
-    let body = response.into_body().collect().await.unwrap().to_bytes();
-    Reply {
-        status,
-        content_type,
-        body,
-    }
-}
 
 /// A request written by hand, for bodies the server refuses before reading
 /// them: it answers 413 and closes, so writing the rest of the body may
@@ -192,7 +117,7 @@ async fn send_refused(addr: SocketAddr, headers: &Headers, body: Body) -> Reply 
                         .split(' ')
                         .nth(1)
                         .and_then(|s| s.parse().ok())
-                        .unwrap_or(0);
+                        .expect("an HTTP status line");
                     return Reply {
                         status,
                         content_type: field("content-type:"),
@@ -307,7 +232,7 @@ fn accept_name(name: &str) -> Value {
 
 async fn rpc(addr: SocketAddr, body: &Value, caller: Option<&str>) -> Value {
     let reply = post(addr, routing(body, caller), body.to_string()).await;
-    assert_eq!(reply.status, 200, "{body}: {reply:?}");
+    assert_eq!(reply.status.as_u16(), 200, "{body}: {reply:?}");
     serde_json::from_slice(&reply.body).unwrap()
 }
 
@@ -1677,10 +1602,13 @@ fn check(reply: &Reply, want: &Want, before: &BTreeMap<T, Value>) -> Result<(), 
         Ok(v)
     };
     let expect_status = |status: u16| {
-        if reply.status == status {
+        if reply.status.as_u16() == status {
             Ok(())
         } else {
-            Err(format!("HTTP {} instead of {status}", reply.status))
+            Err(format!(
+                "HTTP {} instead of {status}",
+                reply.status.as_u16()
+            ))
         }
     };
     let result_with_id = |id: &Value| -> Result<Value, String> {

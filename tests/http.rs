@@ -2,19 +2,19 @@
 //! client.
 #![cfg(feature = "axum")]
 
+mod common;
+
+use common::wire::{bearer, send, Chunked, Reply};
+
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::body::Bytes;
-use axum::http::header::{AUTHORIZATION, CONTENT_TYPE, HOST};
-use axum::http::request::Parts;
-use axum::http::{Extensions, Method, Request, StatusCode};
+use axum::http::header::{CONTENT_TYPE, HOST};
+use axum::http::{Method, Request, StatusCode};
 use http_body_util::{BodyExt, Full};
-use hyper::body::Frame;
 use hyper_util::rt::TokioIo;
 use mcp_task_layer::{
     CancellationToken, JsonRpcError, JsonRpcRequest, JsonRpcResponse, McpEndpoint, MemoryStore,
@@ -108,17 +108,6 @@ async fn inner(seen: Seen, req: JsonRpcRequest) -> Result<JsonRpcResponse, Infal
     })
 }
 
-fn bearer(parts: &Parts, extensions: &mut Extensions) {
-    let token = parts
-        .headers
-        .get(AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
-    if let Some(token) = token {
-        extensions.insert(TaskOwner::new(token));
-    }
-}
-
 struct Server {
     addr: SocketAddr,
     seen: Seen,
@@ -147,78 +136,6 @@ async fn start_with(limit: Option<usize>) -> Server {
 
 async fn start() -> Server {
     start_with(None).await
-}
-
-#[derive(Debug)]
-struct Reply {
-    status: StatusCode,
-    content_type: Option<String>,
-    body: Bytes,
-}
-
-impl Reply {
-    fn json(&self) -> Value {
-        assert_eq!(self.content_type.as_deref(), Some("application/json"));
-        serde_json::from_slice(&self.body).unwrap()
-    }
-
-    /// The JSON-RPC error, after checking the envelope.
-    fn error(&self) -> Value {
-        let v = self.json();
-        assert_eq!(v["jsonrpc"], "2.0");
-        assert!(v.get("result").is_none(), "{v}");
-        v["error"].clone()
-    }
-}
-
-/// A body sent in chunks, without a `Content-Length`.
-struct Chunked(Vec<Bytes>);
-
-impl hyper::body::Body for Chunked {
-    type Data = Bytes;
-    type Error = Infallible;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        _: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        Poll::Ready(self.0.pop().map(|b| Ok(Frame::data(b))))
-    }
-}
-
-async fn send<B>(addr: SocketAddr, method: Method, headers: &[(String, String)], body: B) -> Reply
-where
-    B: hyper::body::Body + Send + 'static,
-    B::Data: Send,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-{
-    let stream = TcpStream::connect(addr).await.unwrap();
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .unwrap();
-    tokio::spawn(conn);
-    let mut request = Request::builder()
-        .method(method)
-        .uri("/mcp")
-        .header(HOST, addr.to_string());
-    for (name, value) in headers {
-        request = request.header(name.as_str(), value.as_str());
-    }
-    let response = sender
-        .send_request(request.body(body).unwrap())
-        .await
-        .unwrap();
-    let status = response.status();
-    let content_type = response
-        .headers()
-        .get(CONTENT_TYPE)
-        .map(|v| v.to_str().unwrap().to_owned());
-    let body = response.into_body().collect().await.unwrap().to_bytes();
-    Reply {
-        status,
-        content_type,
-        body,
-    }
 }
 
 async fn post(addr: SocketAddr, headers: &[(String, String)], body: impl Into<Bytes>) -> Reply {
@@ -378,7 +295,13 @@ async fn oversized_bodies_get_413_with_an_exact_error() {
 
     // Chunked, so only counting tells.
     let chunks = Chunked(vec![Bytes::from(vec![b' '; 40]); 3]);
-    let reply = send(server.addr, Method::POST, &[], chunks).await;
+    let reply = send(
+        server.addr,
+        Method::POST,
+        &[] as &[(String, String)],
+        chunks,
+    )
+    .await;
     assert_eq!(reply.status, StatusCode::PAYLOAD_TOO_LARGE);
     assert_eq!(reply.json(), expected);
 
@@ -541,7 +464,13 @@ async fn a_missing_capability_is_a_400() {
 async fn only_post_is_served() {
     let server = start().await;
     for method in [Method::GET, Method::DELETE, Method::PUT] {
-        let reply = send(server.addr, method.clone(), &[], Full::new(Bytes::new())).await;
+        let reply = send(
+            server.addr,
+            method.clone(),
+            &[] as &[(String, String)],
+            Full::new(Bytes::new()),
+        )
+        .await;
         assert_eq!(reply.status, StatusCode::METHOD_NOT_ALLOWED, "{method}");
     }
 }

@@ -314,6 +314,66 @@ mod http {
     }
 }
 
+/// A replica of alice's with its own layer over `store`.
+fn replica(store: impl mcp_task_layer::TaskStore, lease_ttl: Duration) -> Client {
+    let mut c = Client::new(common::layer_on(store).with_lease_ttl(lease_ttl));
+    c.owner = Some("alice".into());
+    c
+}
+
+/// Start `ask` on `a` (working `delay_ms` before each answer) and subscribe
+/// to it on `b`: the task id, the notifications and the pending answer to
+/// `subscriptions/listen`.
+async fn ask_on_a_listen_on_b(
+    a: &Client,
+    b: &Client,
+    delay_ms: u64,
+) -> (
+    String,
+    mpsc::UnboundedReceiver<(String, Value)>,
+    tokio::task::JoinHandle<Result<JsonRpcResponse, std::convert::Infallible>>,
+) {
+    let id = a.start("ask", json!({"delay_ms": delay_ms})).await;
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let mut req = listen_request(9, &[&id], true, Some("alice"));
+    req.extensions.insert(Peer::new(Listener(tx)));
+    let listening = tokio::spawn(b.svc.clone().oneshot(req));
+    let (method, ack) = rx.recv().await.unwrap();
+    assert_eq!(method, "notifications/subscriptions/acknowledged");
+    assert_eq!(ack["notifications"]["taskIds"], json!([id]));
+    (id, rx, listening)
+}
+
+/// Follow the task's notifications to `completed`, answering its question
+/// on `a` (the replica running it); the statuses pushed, in order. Each
+/// notification must come within 20 s of tokio time.
+async fn follow_to_completion(
+    a: &Client,
+    id: &str,
+    rx: &mut mpsc::UnboundedReceiver<(String, Value)>,
+) -> Vec<String> {
+    let mut statuses = Vec::new();
+    loop {
+        let (method, params) = tokio::time::timeout(Duration::from_secs(20), rx.recv())
+            .await
+            .expect("a notification within 20 s")
+            .expect("the stream stays open");
+        assert_eq!(method, "notifications/tasks", "R57");
+        assert_eq!(params["taskId"], json!(id));
+        let status = params["status"].as_str().unwrap().to_owned();
+        if status == "input_required" {
+            assert!(params["inputRequests"]["name"].is_object(), "{params}");
+            ok(&a.update(id, json!({"name": accept("name", "Ada")})).await);
+        }
+        let done = status == "completed";
+        statuses.push(status);
+        if done {
+            assert_eq!(params["result"]["content"][0]["text"], "Hello, Ada!");
+            return statuses;
+        }
+    }
+}
+
 /// A subscriber on one replica sees every change of a task that runs on
 /// another, through PostgreSQL's change feed (issue 9).
 #[cfg(feature = "postgres")]
@@ -326,45 +386,10 @@ async fn a_subscriber_on_one_replica_sees_a_task_running_on_another() {
     let table = tables.next();
     let (store_a, store_b) = tokio::join!(tables.store(&table), tables.store(&table));
     // A 30 s lease: the heartbeat cannot be what brings the changes over.
-    let replica = |store| {
-        let mut c = Client::new(common::layer_on(store).with_lease_ttl(Duration::from_secs(30)));
-        c.owner = Some("alice".into());
-        c
-    };
-    let (a, b) = (replica(store_a), replica(store_b));
-    // Works 800 ms before it asks, and again after the answer.
-    let id = a.start("ask", json!({"delay_ms": 800})).await;
-
-    let (tx, mut rx) = mpsc::unbounded_channel();
-    let mut req = listen_request(9, &[&id], true, Some("alice"));
-    req.extensions.insert(Peer::new(Listener(tx)));
-    let listening = tokio::spawn(b.svc.clone().oneshot(req));
-    let (method, ack) = rx.recv().await.unwrap();
-    assert_eq!(method, "notifications/subscriptions/acknowledged");
-    assert_eq!(ack["notifications"]["taskIds"], json!([id]));
-
-    let mut statuses = Vec::new();
-    loop {
-        let (method, params) = tokio::time::timeout(Duration::from_secs(20), rx.recv())
-            .await
-            .expect("a notification within 20 s")
-            .expect("the stream stays open");
-        assert_eq!(method, "notifications/tasks");
-        assert_eq!(params["taskId"], json!(id));
-        statuses.push(params["status"].as_str().unwrap().to_owned());
-        match params["status"].as_str().unwrap() {
-            "input_required" => {
-                assert!(params["inputRequests"]["name"].is_object(), "{params}");
-                // Answered on the replica that runs it.
-                ok(&a.update(&id, json!({"name": accept("name", "Ada")})).await);
-            }
-            "completed" => {
-                assert_eq!(params["result"]["content"][0]["text"], "Hello, Ada!");
-                break;
-            }
-            _ => {}
-        }
-    }
+    let lease = Duration::from_secs(30);
+    let (a, b) = (replica(store_a, lease), replica(store_b, lease));
+    let (id, mut rx, listening) = ask_on_a_listen_on_b(&a, &b, 800).await;
+    let statuses = follow_to_completion(&a, &id, &mut rx).await;
     assert_eq!(statuses, ["input_required", "working", "completed"]);
     let done = listening.await.unwrap().unwrap();
     assert_eq!(ok(&done), &json!({"resultType": "complete"}));
@@ -394,21 +419,9 @@ async fn a_subscription_survives_the_change_feed_losing_its_connection() {
     )
     .await
     .unwrap();
-    let replica = |store| {
-        let mut c = Client::new(common::layer_on(store).with_lease_ttl(Duration::from_secs(30)));
-        c.owner = Some("alice".into());
-        c
-    };
-    let (a, b) = (replica(store_a), replica(store_b));
-    let id = a.start("ask", json!({"delay_ms": 500})).await;
-    let (tx, mut rx) = mpsc::unbounded_channel();
-    let mut req = listen_request(3, &[&id], true, Some("alice"));
-    req.extensions.insert(Peer::new(Listener(tx)));
-    let listening = tokio::spawn(b.svc.clone().oneshot(req));
-    assert_eq!(
-        rx.recv().await.unwrap().0,
-        "notifications/subscriptions/acknowledged"
-    );
+    let lease = Duration::from_secs(30);
+    let (a, b) = (replica(store_a, lease), replica(store_b, lease));
+    let (id, mut rx, listening) = ask_on_a_listen_on_b(&a, &b, 500).await;
     // End b's LISTEN connection (and only it: b's other connections stay).
     let mut admin = sqlx::PgConnection::connect(&url).await.unwrap();
     let killed: i64 = sqlx::query(
@@ -421,29 +434,12 @@ async fn a_subscription_survives_the_change_feed_losing_its_connection() {
     .unwrap()
     .get(0);
     assert_eq!(killed, 1, "b's feed connection was found");
-
-    let mut statuses = Vec::new();
-    loop {
-        let (_, params) = tokio::time::timeout(Duration::from_secs(20), rx.recv())
-            .await
-            .expect("a notification within 20 s")
-            .expect("the stream stays open");
-        let status = params["status"].as_str().unwrap().to_owned();
-        if status == "input_required" {
-            ok(&a.update(&id, json!({"name": accept("name", "Ada")})).await);
-        }
-        let done = status == "completed";
-        statuses.push(status);
-        if done {
-            break;
-        }
-    }
+    // What was written while the feed was down may be seen only as the
+    // state read after it came back.
+    let statuses = follow_to_completion(&a, &id, &mut rx).await;
     assert_eq!(statuses.first().map(String::as_str), Some("input_required"));
-    assert_eq!(statuses.last().map(String::as_str), Some("completed"));
-    assert_eq!(
-        ok(&listening.await.unwrap().unwrap())["resultType"],
-        "complete"
-    );
+    let done = listening.await.unwrap().unwrap();
+    assert_eq!(ok(&done)["resultType"], "complete");
     tables.drop_all().await;
 }
 
@@ -454,38 +450,13 @@ async fn a_subscription_survives_the_change_feed_losing_its_connection() {
 #[tokio::test(start_paused = true)]
 async fn without_a_change_feed_a_subscriber_on_another_layer_still_follows_the_task() {
     let store = mcp_task_layer::MemoryStore::new();
-    let replica = |store| {
-        let mut c = Client::new(common::layer_on(store).with_lease_ttl(Duration::from_secs(3)));
-        c.owner = Some("alice".into());
-        c
-    };
-    let (a, b) = (replica(store.clone()), replica(store));
+    let lease = Duration::from_secs(3);
+    let (a, b) = (replica(store.clone(), lease), replica(store, lease));
     // Each step takes 5 s, longer than a re-read period (1 s).
-    let id = a.start("ask", json!({"delay_ms": 5_000})).await;
-    let (tx, mut rx) = mpsc::unbounded_channel();
-    let mut req = listen_request(4, &[&id], true, Some("alice"));
-    req.extensions.insert(Peer::new(Listener(tx)));
-    let listening = tokio::spawn(b.svc.clone().oneshot(req));
-    assert_eq!(
-        rx.recv().await.unwrap().1["notifications"]["taskIds"],
-        json!([id])
-    );
-    let mut statuses = Vec::new();
-    while let Some((_, params)) = rx.recv().await {
-        let status = params["status"].as_str().unwrap().to_owned();
-        if status == "input_required" {
-            ok(&a.update(&id, json!({"name": accept("name", "Ada")})).await);
-        }
-        let done = status == "completed";
-        statuses.push(status);
-        if done {
-            break;
-        }
-    }
+    let (id, mut rx, listening) = ask_on_a_listen_on_b(&a, &b, 5_000).await;
+    let statuses = follow_to_completion(&a, &id, &mut rx).await;
     assert_eq!(statuses, ["input_required", "working", "completed"]);
-    assert_eq!(
-        ok(&listening.await.unwrap().unwrap())["resultType"],
-        "complete"
-    );
+    let done = listening.await.unwrap().unwrap();
+    assert_eq!(ok(&done)["resultType"], "complete");
     assert_eq!(b.seen.calls("ask"), 0, "it ran on a");
 }

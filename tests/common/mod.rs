@@ -3,6 +3,8 @@
 
 #[cfg(feature = "postgres")]
 pub mod pg;
+#[cfg(feature = "axum")]
+pub mod wire;
 
 use std::collections::HashMap;
 use std::convert::Infallible;
