@@ -70,11 +70,15 @@ impl Tables {
         let mut conn = sqlx::PgConnection::connect(&self.url).await.unwrap();
         for t in self.made.into_inner().unwrap() {
             // Names come from `next`: letters, digits and underscores.
-            let sql = format!("DROP TABLE IF EXISTS \"{t}\", \"{t}_migrations\"");
-            sqlx::query(AssertSqlSafe(sql))
-                .execute(&mut conn)
-                .await
-                .unwrap();
+            for sql in [
+                format!("DROP TABLE IF EXISTS \"{t}\", \"{t}_migrations\""),
+                format!("DROP FUNCTION IF EXISTS \"{t}_notify\"()"),
+            ] {
+                sqlx::query(AssertSqlSafe(sql))
+                    .execute(&mut conn)
+                    .await
+                    .unwrap();
+            }
         }
     }
 }
