@@ -605,9 +605,9 @@ mod durable {
 
         /// Every orphan ends: the recovery fails it once the dead runner's
         /// lease has run out (observed through the layer's events, for at
-        /// most 10 s).
+        /// most 5 s).
         async fn settle_orphans(&mut self, c: &mut Client) {
-            let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
             for (id, s) in &mut self.tasks {
                 let Some(until) = s.orphan_until else {
                     continue;
@@ -621,7 +621,7 @@ mod durable {
                         Ok(Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_))) => {}
                         Ok(Err(e)) => panic!("event channel closed: {e}"),
                         Err(_) => panic!(
-                            "task {id} still works 10 s after its process died (lease until {})",
+                            "task {id} still works 5 s after its process died (lease until {})",
                             stamp(until)
                         ),
                     }
@@ -678,7 +678,7 @@ mod durable {
     pub(super) fn check(db: impl Fn() -> (Db, Box<dyn std::any::Any>)) {
         let mut runner = TestRunner::new(Config {
             cases: CASES,
-            max_shrink_iters: 256,
+            max_shrink_iters: 64,
             failure_persistence: None,
             ..Config::default()
         });
