@@ -126,7 +126,7 @@ async fn unfinished_tasks_per_owner_are_bounded() {
 // fires leases, heartbeats and TTLs at random; and the layer's clock starts
 // from the wall clock when a layer is built, so a process restarted in
 // paused time would see time jump back by all the virtual time the last
-// one skipped. Their model times are scaled down, with a 300 ms lease and
+// one skipped. Their model times are scaled down, with a 600 ms lease and
 // a 50 ms reaper, and they have one more operation, `Restart`.
 
 #[derive(Clone, Debug)]
@@ -490,7 +490,9 @@ mod durable {
     /// Cases per SQL store, each of 1-23 operations (about one in nine a
     /// restart).
     const CASES: u32 = 24;
-    const LEASE: Duration = Duration::from_millis(300);
+    /// Renewed every 200 ms: a live runner loses its task to the recovery
+    /// only if its thread stalls for 400 ms.
+    const LEASE: Duration = Duration::from_millis(600);
     const REAP: Duration = Duration::from_millis(50);
     const REAL: Timing = Timing {
         slow_ms: 400,
@@ -605,7 +607,7 @@ mod durable {
 
         /// Every orphan ends: the recovery fails it once the dead runner's
         /// lease has run out (observed through the layer's events, for at
-        /// most 5 s).
+        /// most 5 s, about eight leases).
         async fn settle_orphans(&mut self, c: &mut Client) {
             let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
             for (id, s) in &mut self.tasks {
