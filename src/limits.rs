@@ -120,13 +120,9 @@ impl Limits {
         Ok(())
     }
 
-    /// Check what a new task would store of its request.
-    pub(crate) fn check_arguments(
-        &self,
-        arguments: &Value,
-        meta: Option<&Value>,
-    ) -> Result<(), JsonRpcError> {
-        let size = json_size(arguments) + meta.map_or(0, json_size);
+    /// Check what a new task would store of its request: `size` is its
+    /// `arguments` plus `_meta`, serialized.
+    pub(crate) fn check_arguments(&self, size: usize) -> Result<(), JsonRpcError> {
         if size > self.max_arguments_bytes {
             return Err(JsonRpcError::invalid_params(format!(
                 "the call's arguments are larger than {} bytes and cannot be stored with a task",

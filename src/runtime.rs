@@ -256,7 +256,10 @@ fn store_failure(e: &store::Error) -> JsonRpcError {
 /// gives the same text for those years.
 pub(crate) fn rfc3339(ms: i64) -> String {
     match rfc3339_digits(ms) {
-        Some(text) => text.iter().map(|&b| char::from(b)).collect(),
+        // Digits and ASCII punctuation only: always UTF-8.
+        Some(text) => {
+            std::str::from_utf8(&text).map_or_else(|_| rfc3339_formatted(ms), String::from)
+        }
         None => rfc3339_formatted(ms),
     }
 }
@@ -361,12 +364,97 @@ fn task_id_param(req: &JsonRpcRequest) -> Result<&str, JsonRpcError> {
     }
 }
 
+/// A JSON-RPC error object as JSON, built without serializing it.
+fn error_value(e: JsonRpcError) -> Value {
+    let mut m = Map::new();
+    m.insert("code".into(), Value::from(e.code));
+    m.insert("message".into(), Value::String(e.message));
+    if let Some(data) = e.data {
+        m.insert("data".into(), data);
+    }
+    Value::Object(m)
+}
+
+/// A copy of request JSON that a task may have to store.
+///
+/// Kept as JSON text: writing it costs about what counting its size for
+/// [`Limits::max_arguments_bytes`] did, and a call that ends without a task
+/// frees one string instead of a tree. A value nesting too deeply for
+/// `serde_json` to read back (128 levels) is kept as a value.
+pub(crate) enum Kept {
+    Text(String),
+    Value(Value),
+}
+
+impl Kept {
+    /// The copy of `v`, and the size of `v` serialized.
+    pub(crate) fn of(v: &Value) -> (Kept, usize) {
+        // Serializing a `Value` cannot fail: its keys are strings.
+        let text = serde_json::to_string(v).unwrap_or_default();
+        let size = text.len();
+        // Nesting 100 levels takes at least 200 bytes of brackets.
+        if size >= 200 && crate::limits::depth(v) >= 100 {
+            return (Kept::Value(v.clone()), size);
+        }
+        (Kept::Text(text), size)
+    }
+
+    /// The value again.
+    pub(crate) fn into_value(self) -> Value {
+        match self {
+            // Text written by `Kept::of` from a value that nests less than
+            // 100 levels: it always reads back, to the same value.
+            Kept::Text(text) => serde_json::from_str(&text).unwrap_or(Value::Null),
+            Kept::Value(v) => v,
+        }
+    }
+}
+
+/// A `tools/call`'s `arguments` (`None` when absent) and `_meta`, kept for
+/// the task the call may become, and their serialized size (absent
+/// `arguments` count as `null`, as before).
+pub(crate) struct KeptCall {
+    pub(crate) arguments: Option<Kept>,
+    pub(crate) meta: Option<Kept>,
+    pub(crate) size: usize,
+}
+
+impl KeptCall {
+    pub(crate) fn of(req: &JsonRpcRequest) -> Self {
+        let params = req.params_object();
+        let Some(params) = params else {
+            return KeptCall {
+                arguments: None,
+                meta: None,
+                size: 0,
+            };
+        };
+        let (arguments, mut size) = match params.get("arguments") {
+            Some(a) => {
+                let (kept, n) = Kept::of(a);
+                (Some(kept), n)
+            }
+            None => (None, "null".len()),
+        };
+        let meta = params.get("_meta").map(|m| {
+            let (kept, n) = Kept::of(m);
+            size += n;
+            kept
+        });
+        KeptCall {
+            arguments,
+            meta,
+            size,
+        }
+    }
+}
+
 /// What the layer remembers of the `tools/call` that may become a task.
 pub(crate) struct ToolCall {
     pub(crate) id: Option<RequestId>,
     pub(crate) name: String,
-    pub(crate) arguments: Value,
-    pub(crate) meta: Option<Value>,
+    /// `arguments` and `_meta`, read back only if a task is made.
+    pub(crate) kept: KeptCall,
     pub(crate) input_responses: InputResponses,
     pub(crate) request_state: Option<String>,
     pub(crate) owner: Option<String>,
@@ -377,7 +465,12 @@ pub(crate) struct ToolCall {
 }
 
 impl ToolCall {
-    pub(crate) fn from_request(req: &JsonRpcRequest, owner: Option<String>, era: Era) -> Self {
+    pub(crate) fn from_request(
+        req: &JsonRpcRequest,
+        kept: KeptCall,
+        owner: Option<String>,
+        era: Era,
+    ) -> Self {
         let params = req.params_object();
         let get = |k: &str| params.and_then(|p| p.get(k));
         ToolCall {
@@ -386,8 +479,7 @@ impl ToolCall {
                 .and_then(Value::as_str)
                 .unwrap_or_default()
                 .to_owned(),
-            arguments: get("arguments").cloned().unwrap_or_else(|| json!({})),
-            meta: get("_meta").cloned(),
+            kept,
             input_responses: get("inputResponses")
                 .and_then(Value::as_object)
                 .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
@@ -746,6 +838,37 @@ impl Shared {
     /// JSON as serializing [`Shared::detailed`], without serde's buffering of
     /// a flattened, tagged enum), with `resultType` when given.
     fn detailed_value(&self, r: &TaskRecord, result_type: Option<&str>) -> Value {
+        self.detailed_body(r, None, result_type)
+    }
+
+    /// [`Shared::detailed_value`] of a record this read holds the only
+    /// handle to (one the store rebuilt for it): its result or error moves
+    /// into the body instead of being copied.
+    fn detailed_value_owned(&self, r: Arc<TaskRecord>, result_type: Option<&str>) -> Value {
+        match Arc::try_unwrap(r) {
+            Ok(mut r) => {
+                let outcome = r.outcome.take();
+                self.detailed_body(&r, Some(outcome), result_type)
+            }
+            Err(r) => self.detailed_body(&r, None, result_type),
+        }
+    }
+
+    /// The body of `r`, its outcome taken from `outcome` when given (`r`'s
+    /// own is then ignored), else copied from `r`.
+    fn detailed_body(
+        &self,
+        r: &TaskRecord,
+        outcome: Option<Option<TaskOutcome>>,
+        result_type: Option<&str>,
+    ) -> Value {
+        let outcome = match outcome {
+            Some(taken) => taken,
+            None => match (r.status, &r.outcome) {
+                (TaskStatus::Completed | TaskStatus::Failed, Some(o)) => Some(o.clone()),
+                _ => None,
+            },
+        };
         let mut m = Map::new();
         if let Some(rt) = result_type {
             m.insert("resultType".into(), Value::String(rt.into()));
@@ -764,7 +887,7 @@ impl Shared {
         if let Some(p) = r.poll_interval_ms {
             m.insert("pollIntervalMs".into(), Value::from(p));
         }
-        match (r.status, &r.outcome) {
+        match (r.status, outcome) {
             (TaskStatus::InputRequired, _) => {
                 let reqs: Map<String, Value> = r
                     .input_requests
@@ -779,13 +902,13 @@ impl Shared {
                 m.insert("inputRequests".into(), Value::Object(reqs));
             }
             (TaskStatus::Completed, Some(TaskOutcome::Result(result))) => {
-                m.insert("result".into(), Value::Object(result.clone()));
+                m.insert("result".into(), Value::Object(result));
             }
             (TaskStatus::Completed, _) => {
                 m.insert("result".into(), Value::Object(Map::new()));
             }
             (TaskStatus::Failed, Some(TaskOutcome::Error(e))) => {
-                m.insert("error".into(), serde_json::to_value(e).unwrap_or_default());
+                m.insert("error".into(), error_value(e));
             }
             (TaskStatus::Failed, _) => {
                 let e = JsonRpcError::internal("the task failed");
@@ -809,7 +932,7 @@ impl Shared {
                 .ok_or_else(task_not_found)?;
             Ok(match era {
                 Era::Legacy => serde_json::to_value(self.legacy_task(&record)).unwrap_or_default(),
-                _ => self.detailed_value(&record, Some("complete")),
+                _ => self.detailed_value_owned(record, Some("complete")),
             })
         };
         reply(id, answer.await)
@@ -1406,18 +1529,22 @@ impl Shared {
             }
         };
         let now = self.now_ms();
+        let arguments = call
+            .kept
+            .arguments
+            .map_or_else(|| json!({}), Kept::into_value);
         let mut record = TaskRecord::new(
             task_id,
             call.era,
             call.name,
-            call.arguments,
+            arguments,
             now,
             self.cfg.ttl_ms(call.requested_ttl),
         )
         .with_owner(call.owner);
         record.poll_interval_ms =
             Some(u64::try_from(self.cfg.poll_interval.as_millis()).unwrap_or(u64::MAX));
-        record.meta = call.meta;
+        record.meta = call.kept.meta.map(Kept::into_value);
         // Answers given before the task existed seed the task's answers, so a
         // handler resumed from the top finds them again.
         record.input_responses = call.input_responses;
@@ -1898,6 +2025,25 @@ fn ms(d: Duration) -> i64 {
 mod tests {
     use super::*;
     use crate::store::MemoryStore;
+
+    #[test]
+    fn kept_call_json_reads_back_unchanged() {
+        let mut deep = json!({"leaf": [1.5, -0.0, 18_446_744_073_709_551_615u64]});
+        for _ in 0..150 {
+            deep = json!({ "d": [deep] });
+        }
+        let values = [
+            json!({"text": "h\u{e9}llo \"q\" \n\u{1}", "n": -12, "f": 0.1, "big": 1e300}),
+            json!(null),
+            json!([]),
+            deep,
+        ];
+        for v in values {
+            let (kept, size) = Kept::of(&v);
+            assert_eq!(size, crate::limits::json_size(&v));
+            assert_eq!(kept.into_value(), v);
+        }
+    }
 
     #[test]
     fn timestamps_match_the_time_formatter() {
