@@ -1197,7 +1197,8 @@ impl Shared {
                     let fut: InnerFuture<S::Error> = Box::pin(svc.clone().oneshot(request));
                     let resumed = Some(tokio::time::Instant::now());
                     let fence = next.lease.as_ref().map_or(0, |l| l.fence);
-                    self.spawn_runner(svc, next.id.clone(), local, fut, fence, resumed);
+                    self.drive(svc, next.id, local, fut, fence, resumed, next.era)
+                        .await;
                     return Ok(());
                 }
                 Ok(()) => {
@@ -1281,7 +1282,7 @@ impl Shared {
                     ))),
                 };
             }
-            let mut next = record.next_version(self.now_ms());
+            let mut next = next_finished(&record, self.now_ms());
             finish(
                 &mut next,
                 TaskStatus::Cancelled,
@@ -1443,7 +1444,7 @@ impl Shared {
                         let request = self.resume_request(&next, &local.token);
                         let fut: InnerFuture<InnerFailed> = Box::pin(svc.clone().oneshot(request));
                         let fence = next.lease.as_ref().map_or(0, |l| l.fence);
-                        self.spawn_runner(svc.clone(), next.id.clone(), local, fut, fence, None);
+                        self.spawn_runner(svc.clone(), next.id.clone(), local, fut, fence, None, 0);
                     }
                 }
                 _ => {
@@ -1569,7 +1570,8 @@ impl Shared {
         let created = self.create_result(&record);
         crate::metrics::created(record.era);
         let fence = record.lease.as_ref().map_or(0, |l| l.fence);
-        self.spawn_runner(svc, record.id, local, fut, fence, None);
+        self.drive(svc, record.id, local, fut, fence, None, record.era)
+            .await;
         Ok(JsonRpcResponse::result(call.id, created))
     }
 
@@ -1620,6 +1622,7 @@ impl Shared {
         first: InnerFuture<S::Error>,
         fence: u64,
         resumed_at: Option<tokio::time::Instant>,
+        state_only: u32,
     ) where
         S: InnerService,
     {
@@ -1627,9 +1630,49 @@ impl Shared {
         let span = local.span.clone();
         tokio::spawn(
             shared
-                .run(svc, id, local.token, first, fence, resumed_at)
+                .run(svc, id, local.token, first, fence, resumed_at, state_only)
                 .instrument(span),
         );
+    }
+
+    /// Run a task's handler: when `first` answers on its first poll, write
+    /// the answer here and now (no runner, no handler task, no heartbeat);
+    /// otherwise hand it to a runner. 2025-11-25 tasks always get a runner:
+    /// their status notifications must not reach the client on the
+    /// request that made (or answered) the task.
+    async fn drive<S>(
+        self: &Arc<Self>,
+        svc: S,
+        id: String,
+        local: Local,
+        mut first: InnerFuture<S::Error>,
+        fence: u64,
+        resumed_at: Option<tokio::time::Instant>,
+        era: Era,
+    ) where
+        S: InnerService,
+    {
+        let ready = match era {
+            Era::Legacy => None,
+            _ => poll_once(&mut first).await,
+        };
+        let Some(out) = ready else {
+            self.spawn_runner(svc, id, local, first, fence, resumed_at, 0);
+            return;
+        };
+        drop(first);
+        let mut state_only = 0;
+        let next = self
+            .settle(&id, out, &local.token, fence, &mut state_only)
+            .instrument(local.span.clone())
+            .await;
+        if let Some(at) = resumed_at {
+            crate::metrics::resumed(at.elapsed());
+        }
+        if let Next::Reinvoke(req) = next {
+            let again: InnerFuture<S::Error> = Box::pin(svc.clone().oneshot(req));
+            self.spawn_runner(svc, id, local, again, fence, None, state_only);
+        }
     }
 
     /// Drive the handler until the task is terminal or waits for input. A
@@ -1643,11 +1686,11 @@ impl Shared {
         first: InnerFuture<S::Error>,
         fence: u64,
         mut resumed_at: Option<tokio::time::Instant>,
+        mut state_only: u32,
     ) where
         S: InnerService,
     {
         let grace = self.cfg.cancel_grace;
-        let mut state_only = 0u32;
         let mut cancelled_at: Option<tokio::time::Instant> = None;
         // The handler runs as a task of its own, so a panic in it fails
         // the task instead of leaving it `working` forever.
@@ -1732,7 +1775,19 @@ impl Shared {
                 crate::metrics::lease_lost();
                 return Next::Done;
             }
-            let mut next = record.next_version(self.now_ms());
+            let now = self.now_ms();
+            let mut next = match &answer {
+                Answer::Input { requests, .. }
+                    if undeclared(record.era, record.meta.as_ref(), requests).is_none() =>
+                {
+                    record.next_version(now)
+                }
+                Answer::StateOnly(_) if *state_only < MAX_STATE_ONLY_ROUNDS => {
+                    record.next_version(now)
+                }
+                // Every other answer finishes the task.
+                _ => next_finished(&record, now),
+            };
             let mut reinvoke = false;
             match &answer {
                 Answer::Result(result) => {
@@ -1824,6 +1879,29 @@ impl Shared {
     }
 }
 
+/// Poll a handler's future once on the current task: its output if it is
+/// ready. A panic in it reads as the handler dying, as in a runner.
+async fn poll_once<E>(fut: &mut InnerFuture<E>) -> Option<Result<JsonRpcResponse, E>> {
+    use std::panic::{catch_unwind, AssertUnwindSafe};
+    use std::task::Poll;
+    std::future::poll_fn(|cx| {
+        Poll::Ready(
+            match catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
+                Ok(Poll::Ready(out)) => Some(out),
+                Ok(Poll::Pending) => None,
+                Err(_) => {
+                    warn!(panicked = true, "the tool's handler died");
+                    Some(Ok(JsonRpcResponse::error(
+                        None,
+                        JsonRpcError::internal("the tool's handler died"),
+                    )))
+                }
+            },
+        )
+    })
+    .await
+}
+
 /// What a handler's answer means for its task.
 enum Answer {
     Result(Map<String, Value>),
@@ -1902,6 +1980,35 @@ impl Answer {
                 "the tool asked for input without inputRequests or requestState",
             )),
         }
+    }
+}
+
+/// `r.next_version(now_ms)` for a write that [`finish`]es the task: what
+/// `finish` clears (arguments, `_meta`, answers, request state, outcome,
+/// lease) is not copied.
+fn next_finished(r: &TaskRecord, now_ms: i64) -> TaskRecord {
+    TaskRecord {
+        id: r.id.clone(),
+        owner: r.owner.clone(),
+        era: r.era,
+        status: r.status,
+        status_message: r.status_message.clone(),
+        created_at_ms: r.created_at_ms,
+        updated_at_ms: r.updated_at_ms.max(now_ms),
+        ttl_ms: r.ttl_ms,
+        poll_interval_ms: r.poll_interval_ms,
+        version: r.version + 1,
+        tool_name: r.tool_name.clone(),
+        arguments: Value::Null,
+        meta: None,
+        request_state: None,
+        round: r.round,
+        input_requests: Default::default(),
+        issued_keys: Default::default(),
+        input_responses: Default::default(),
+        outcome: None,
+        cancel_requested: r.cancel_requested,
+        lease: None,
     }
 }
 
@@ -2025,6 +2132,38 @@ fn ms(d: Duration) -> i64 {
 mod tests {
     use super::*;
     use crate::store::MemoryStore;
+
+    #[test]
+    fn a_finished_next_version_is_the_cleared_clone() {
+        let mut r = TaskRecord::new("t", Era::Modern, "tool", json!({"a": 1}), 5, Some(9))
+            .with_owner(Some("o".into()));
+        r.status_message = Some("m".into());
+        r.meta = Some(json!({"k": true}));
+        r.request_state = Some("s".into());
+        r.round = 3;
+        r.issued_keys.insert("q".into());
+        r.input_responses.insert("q".into(), json!({"x": 1}));
+        r.cancel_requested = true;
+        r.poll_interval_ms = Some(7);
+        r.lease = Some(Lease {
+            holder: "h".into(),
+            fence: 2,
+            until_ms: 50,
+        });
+        for now in [1, 100] {
+            let mut cloned = r.next_version(now);
+            let mut built = next_finished(&r, now);
+            for next in [&mut cloned, &mut built] {
+                finish(
+                    next,
+                    TaskStatus::Failed,
+                    Some(TaskOutcome::Error(JsonRpcError::internal("x"))),
+                    Some("x".into()),
+                );
+            }
+            assert_eq!(built, cloned);
+        }
+    }
 
     #[test]
     fn kept_call_json_reads_back_unchanged() {
