@@ -389,8 +389,10 @@ pub(crate) enum Kept {
 impl Kept {
     /// The copy of `v`, and the size of `v` serialized.
     pub(crate) fn of(v: &Value) -> (Kept, usize) {
-        // Serializing a `Value` cannot fail: its keys are strings.
-        let text = serde_json::to_string(v).unwrap_or_default();
+        let mut bytes = Vec::with_capacity(256);
+        crate::limits::write_json(&mut bytes, v);
+        // Only ASCII and whole runs of the value's own strings: UTF-8.
+        let text = String::from_utf8(bytes).unwrap_or_default();
         let size = text.len();
         // Nesting 100 levels takes at least 200 bytes of brackets.
         if size >= 200 && crate::limits::depth(v) >= 100 {
@@ -471,30 +473,34 @@ impl ToolCall {
         owner: Option<String>,
         era: Era,
     ) -> Self {
-        let params = req.params_object();
-        let get = |k: &str| params.and_then(|p| p.get(k));
-        ToolCall {
+        let mut call = ToolCall {
             id: req.id.clone(),
-            name: get("name")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned(),
+            name: String::new(),
             kept,
-            input_responses: get("inputResponses")
-                .and_then(Value::as_object)
-                .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
-                .unwrap_or_default(),
-            request_state: get("requestState")
-                .and_then(Value::as_str)
-                .map(str::to_owned),
+            input_responses: InputResponses::new(),
+            request_state: None,
             owner,
             token: CancellationToken::new(),
             era,
-            requested_ttl: get("task")
-                .and_then(|t| t.get("ttl"))
-                .and_then(Value::as_u64),
+            requested_ttl: None,
             peer: req.extensions.get::<Peer>().cloned(),
+        };
+        // One pass over the parameters rather than a lookup per key.
+        for (key, value) in req.params_object().into_iter().flatten() {
+            match key.as_str() {
+                "name" => call.name = value.as_str().unwrap_or_default().to_owned(),
+                "inputResponses" => {
+                    if let Some(m) = value.as_object() {
+                        call.input_responses =
+                            m.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+                    }
+                }
+                "requestState" => call.request_state = value.as_str().map(str::to_owned),
+                "task" => call.requested_ttl = value.get("ttl").and_then(Value::as_u64),
+                _ => {}
+            }
         }
+        call
     }
 }
 
