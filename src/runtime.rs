@@ -1195,7 +1195,12 @@ impl Shared {
                     self.cfg.limits.max_accumulated_responses
                 )));
             }
-            match self.store.replace(next.clone(), record.version).await {
+            let next = Arc::new(next);
+            match self
+                .store
+                .replace_shared(Arc::clone(&next), record.version)
+                .await
+            {
                 Ok(()) if next.status == TaskStatus::Working => {
                     let local = self.local(&next);
                     self.publish(record.status, &next, Some(&local));
@@ -1203,7 +1208,7 @@ impl Shared {
                     let fut: InnerFuture<S::Error> = Box::pin(svc.clone().oneshot(request));
                     let resumed = Some(tokio::time::Instant::now());
                     let fence = next.lease.as_ref().map_or(0, |l| l.fence);
-                    self.drive(svc, next.id, local, fut, fence, resumed, next.era)
+                    self.drive(svc, next.id.clone(), local, fut, fence, resumed, next.era)
                         .await;
                     return Ok(());
                 }
@@ -1558,7 +1563,8 @@ impl Shared {
         record.request_state = call.request_state;
         record.lease = Some(self.new_lease(None));
         let span = task_span(&record.id, &record.tool_name);
-        if let Err(e) = self.store.create(record.clone()).await {
+        let record = Arc::new(record);
+        if let Err(e) = self.store.create_shared(Arc::clone(&record)).await {
             // Dropping the handler's future stops it.
             call.token.cancel();
             return Ok(JsonRpcResponse::error(call.id, store_failure(&e)));
@@ -1576,7 +1582,7 @@ impl Shared {
         let created = self.create_result(&record);
         crate::metrics::created(record.era);
         let fence = record.lease.as_ref().map_or(0, |l| l.fence);
-        self.drive(svc, record.id, local, fut, fence, None, record.era)
+        self.drive(svc, record.id.clone(), local, fut, fence, None, record.era)
             .await;
         Ok(JsonRpcResponse::result(call.id, created))
     }
@@ -1860,7 +1866,12 @@ impl Shared {
                     );
                 }
             }
-            match self.store.replace(next.clone(), record.version).await {
+            let next = Arc::new(next);
+            match self
+                .store
+                .replace_shared(Arc::clone(&next), record.version)
+                .await
+            {
                 Ok(()) if reinvoke => {
                     *state_only += 1;
                     return Next::Reinvoke(self.resume_request(&next, token));
