@@ -1529,6 +1529,22 @@ impl Shared {
                 Err(()) => fut,
             }
         };
+        // Boxed: the window above is all most `Auto` calls need, and a
+        // smaller future for them is a cheaper allocation.
+        Box::pin(self.create_task(svc, call, fut)).await
+    }
+
+    /// Store the task of a `tools/call` whose handler is running (or has
+    /// answered, for a `Task` tool), answer with it, and run the handler.
+    async fn create_task<S>(
+        self: Arc<Self>,
+        svc: S,
+        call: ToolCall,
+        fut: InnerFuture<S::Error>,
+    ) -> Result<JsonRpcResponse, S::Error>
+    where
+        S: InnerService,
+    {
         let task_id = match new_task_id() {
             Ok(id) => id,
             Err(e) => {
@@ -1674,8 +1690,7 @@ impl Shared {
         };
         drop(first);
         let mut state_only = 0;
-        let next = self
-            .settle(&id, out, &local.token, fence, &mut state_only)
+        let next = Box::pin(self.settle(&id, out, &local.token, fence, &mut state_only))
             .instrument(local.span.clone())
             .await;
         if let Some(at) = resumed_at {
