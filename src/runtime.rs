@@ -1155,7 +1155,9 @@ impl Shared {
             };
             self.cfg.limits.check_answers(answers)?;
             let owner = self.owner_of(&req);
-            self.accept_answers(svc, task_id, owner.as_deref(), Era::Modern, answers)
+            // Boxed, like the handler run inside it: futures of 1 KB and more
+            // are large allocations, slower to make and free.
+            Box::pin(self.accept_answers(svc, task_id, owner.as_deref(), Era::Modern, answers))
                 .await
         };
         match answered.await {
@@ -1208,8 +1210,16 @@ impl Shared {
                     let fut: InnerFuture<S::Error> = Box::pin(svc.clone().oneshot(request));
                     let resumed = Some(tokio::time::Instant::now());
                     let fence = next.lease.as_ref().map_or(0, |l| l.fence);
-                    self.drive(svc, next.id.clone(), local, fut, fence, resumed, next.era)
-                        .await;
+                    Box::pin(self.drive(
+                        svc,
+                        next.id.clone(),
+                        local,
+                        fut,
+                        fence,
+                        resumed,
+                        next.era,
+                    ))
+                    .await;
                     return Ok(());
                 }
                 Ok(()) => {
@@ -1529,9 +1539,10 @@ impl Shared {
                 Err(()) => fut,
             }
         };
-        // Boxed: the window above is all most `Auto` calls need, and a
-        // smaller future for them is a cheaper allocation.
-        Box::pin(self.create_task(svc, call, fut)).await
+        // Boxed, the call too: the window above is all most `Auto` calls
+        // need, and futures of 1 KB and more are large allocations, slower
+        // to make and free (this one would be 1.6 KB).
+        Box::pin(self.create_task(svc, Box::new(call), fut)).await
     }
 
     /// Store the task of a `tools/call` whose handler is running (or has
@@ -1539,7 +1550,7 @@ impl Shared {
     async fn create_task<S>(
         self: Arc<Self>,
         svc: S,
-        call: ToolCall,
+        call: Box<ToolCall>,
         fut: InnerFuture<S::Error>,
     ) -> Result<JsonRpcResponse, S::Error>
     where
@@ -1598,8 +1609,7 @@ impl Shared {
         let created = self.create_result(&record);
         crate::metrics::created(record.era);
         let fence = record.lease.as_ref().map_or(0, |l| l.fence);
-        self.drive(svc, record.id.clone(), local, fut, fence, None, record.era)
-            .await;
+        Box::pin(self.drive(svc, record.id.clone(), local, fut, fence, None, record.era)).await;
         Ok(JsonRpcResponse::result(call.id, created))
     }
 
