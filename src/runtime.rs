@@ -504,6 +504,16 @@ impl ToolCall {
     }
 }
 
+/// How a runner takes a task's handler over: the lease fence it writes
+/// under, when the task was resumed (for the resume-latency metric), and how
+/// many rounds in a row the handler has answered with `requestState` alone.
+#[derive(Clone, Copy, Debug)]
+struct Turn {
+    fence: u64,
+    resumed_at: Option<tokio::time::Instant>,
+    state_only: u32,
+}
+
 /// What the runner does after writing a handler's answer.
 enum Next {
     Done,
@@ -1210,16 +1220,12 @@ impl Shared {
                     let fut: InnerFuture<S::Error> = Box::pin(svc.clone().oneshot(request));
                     let resumed = Some(tokio::time::Instant::now());
                     let fence = next.lease.as_ref().map_or(0, |l| l.fence);
-                    Box::pin(self.drive(
-                        svc,
-                        next.id.clone(),
-                        local,
-                        fut,
+                    let turn = Turn {
                         fence,
-                        resumed,
-                        next.era,
-                    ))
-                    .await;
+                        resumed_at: resumed,
+                        state_only: 0,
+                    };
+                    Box::pin(self.drive(svc, next.id.clone(), local, fut, turn, next.era)).await;
                     return Ok(());
                 }
                 Ok(()) => {
@@ -1465,7 +1471,12 @@ impl Shared {
                         let request = self.resume_request(&next, &local.token);
                         let fut: InnerFuture<InnerFailed> = Box::pin(svc.clone().oneshot(request));
                         let fence = next.lease.as_ref().map_or(0, |l| l.fence);
-                        self.spawn_runner(svc.clone(), next.id.clone(), local, fut, fence, None, 0);
+                        let turn = Turn {
+                            fence,
+                            resumed_at: None,
+                            state_only: 0,
+                        };
+                        self.spawn_runner(svc.clone(), next.id.clone(), local, fut, turn);
                     }
                 }
                 _ => {
@@ -1609,7 +1620,12 @@ impl Shared {
         let created = self.create_result(&record);
         crate::metrics::created(record.era);
         let fence = record.lease.as_ref().map_or(0, |l| l.fence);
-        Box::pin(self.drive(svc, record.id.clone(), local, fut, fence, None, record.era)).await;
+        let turn = Turn {
+            fence,
+            resumed_at: None,
+            state_only: 0,
+        };
+        Box::pin(self.drive(svc, record.id.clone(), local, fut, turn, record.era)).await;
         Ok(JsonRpcResponse::result(call.id, created))
     }
 
@@ -1658,9 +1674,7 @@ impl Shared {
         id: String,
         local: Local,
         first: InnerFuture<S::Error>,
-        fence: u64,
-        resumed_at: Option<tokio::time::Instant>,
-        state_only: u32,
+        turn: Turn,
     ) where
         S: InnerService,
     {
@@ -1668,7 +1682,7 @@ impl Shared {
         let span = local.span.clone();
         tokio::spawn(
             shared
-                .run(svc, id, local.token, first, fence, resumed_at, state_only)
+                .run(svc, id, local.token, first, turn)
                 .instrument(span),
         );
     }
@@ -1684,8 +1698,7 @@ impl Shared {
         id: String,
         local: Local,
         mut first: InnerFuture<S::Error>,
-        fence: u64,
-        resumed_at: Option<tokio::time::Instant>,
+        turn: Turn,
         era: Era,
     ) where
         S: InnerService,
@@ -1695,20 +1708,25 @@ impl Shared {
             _ => poll_once(&mut first).await,
         };
         let Some(out) = ready else {
-            self.spawn_runner(svc, id, local, first, fence, resumed_at, 0);
+            self.spawn_runner(svc, id, local, first, turn);
             return;
         };
         drop(first);
-        let mut state_only = 0;
-        let next = Box::pin(self.settle(&id, out, &local.token, fence, &mut state_only))
+        let mut state_only = turn.state_only;
+        let next = Box::pin(self.settle(&id, out, &local.token, turn.fence, &mut state_only))
             .instrument(local.span.clone())
             .await;
-        if let Some(at) = resumed_at {
+        if let Some(at) = turn.resumed_at {
             crate::metrics::resumed(at.elapsed());
         }
         if let Next::Reinvoke(req) = next {
             let again: InnerFuture<S::Error> = Box::pin(svc.clone().oneshot(req));
-            self.spawn_runner(svc, id, local, again, fence, None, state_only);
+            let turn = Turn {
+                fence: turn.fence,
+                resumed_at: None,
+                state_only,
+            };
+            self.spawn_runner(svc, id, local, again, turn);
         }
     }
 
@@ -1721,12 +1739,15 @@ impl Shared {
         id: String,
         token: CancellationToken,
         first: InnerFuture<S::Error>,
-        fence: u64,
-        mut resumed_at: Option<tokio::time::Instant>,
-        mut state_only: u32,
+        turn: Turn,
     ) where
         S: InnerService,
     {
+        let Turn {
+            fence,
+            mut resumed_at,
+            mut state_only,
+        } = turn;
         let grace = self.cfg.cancel_grace;
         let mut cancelled_at: Option<tokio::time::Instant> = None;
         // The handler runs as a task of its own, so a panic in it fails
