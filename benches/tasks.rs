@@ -5,8 +5,7 @@
 //!
 //! - `create/layer_task_call`: task creation throughput through the layer: a
 //!   `tools/call` of a `TaskPolicy::Task` tool whose handler answers at
-//!   once, so each call stores a task, spawns its runner, and the runner
-//!   records the result. Timed until the runners have written their tasks,
+//!   once, so each call stores a task and the layer records the result. Timed until the runners have written their tasks,
 //!   in chunks of 256 calls (fewer unfinished tasks than the per-owner cap).
 //!   Target: at least 300k tasks/s.
 //! - `create/store_direct`: `TaskStore::create` of a prebuilt record, the

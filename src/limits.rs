@@ -71,6 +71,108 @@ pub(crate) fn json_size(value: &Value) -> usize {
     counter.0
 }
 
+/// Append `value` as compact JSON: byte for byte what `serde_json::to_vec`
+/// writes, without going through serde.
+pub(crate) fn write_json(out: &mut Vec<u8>, value: &Value) {
+    match value {
+        Value::Null => out.extend_from_slice(b"null"),
+        Value::Bool(true) => out.extend_from_slice(b"true"),
+        Value::Bool(false) => out.extend_from_slice(b"false"),
+        // `Number`'s `Display` is its JSON text (itoa, or the shortest
+        // round-trip form of a finite float).
+        Value::Number(n) => {
+            use std::io::Write as _;
+            let _ = write!(out, "{n}");
+        }
+        Value::String(s) => write_json_str(out, s),
+        Value::Array(items) => {
+            out.push(b'[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_json(out, item);
+            }
+            out.push(b']');
+        }
+        Value::Object(map) => {
+            out.push(b'{');
+            for (i, (key, item)) in map.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_json_str(out, key);
+                out.push(b':');
+                write_json(out, item);
+            }
+            out.push(b'}');
+        }
+    }
+}
+
+/// A JSON string literal, escaped as serde_json does: `\"`, `\\`, the
+/// short forms `\b \t \n \f \r`, and `\u00xx` for other control bytes.
+fn write_json_str(out: &mut Vec<u8>, s: &str) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let bytes = s.as_bytes();
+    out.push(b'"');
+    if !needs_escaping(bytes) {
+        out.extend_from_slice(bytes);
+        out.push(b'"');
+        return;
+    }
+    let mut clean = 0;
+    for (i, &byte) in bytes.iter().enumerate() {
+        if byte >= 0x20 && byte != b'"' && byte != b'\\' {
+            continue;
+        }
+        out.extend_from_slice(&bytes[clean..i]);
+        clean = i + 1;
+        let short = match byte {
+            b'"' => b'"',
+            b'\\' => b'\\',
+            0x08 => b'b',
+            0x09 => b't',
+            0x0a => b'n',
+            0x0c => b'f',
+            0x0d => b'r',
+            _ => {
+                out.extend_from_slice(b"\\u00");
+                out.push(HEX[usize::from(byte >> 4)]);
+                out.push(HEX[usize::from(byte & 0xf)]);
+                continue;
+            }
+        };
+        out.extend_from_slice(&[b'\\', short]);
+    }
+    out.extend_from_slice(&bytes[clean..]);
+    out.push(b'"');
+}
+
+/// Whether any byte is a control byte, `"` or `\\`: eight bytes per step.
+fn needs_escaping(bytes: &[u8]) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    // Nonzero iff some byte of `x` is below `n` (n <= 128).
+    let below = |x: u64, n: u64| x.wrapping_sub(ONES * n) & !x & HIGHS;
+    let mut chunks = bytes.chunks_exact(8);
+    for chunk in &mut chunks {
+        // `chunks_exact(8)` only yields 8-byte chunks.
+        let x = u64::from_le_bytes(<[u8; 8]>::try_from(chunk).unwrap_or([b'"'; 8]));
+        if below(x, 0x20)
+            | below(x ^ (ONES * u64::from(b'"')), 1)
+            | below(x ^ (ONES * u64::from(b'\\')), 1)
+            != 0
+        {
+            return true;
+        }
+    }
+    chunks
+        .remainder()
+        .iter()
+        .any(|&b| b < 0x20 || b == b'"' || b == b'\\')
+}
+
 /// Nesting depth of a value (a scalar is 0), without recursion.
 pub(crate) fn depth(value: &Value) -> usize {
     let mut deepest = 0;
@@ -120,13 +222,9 @@ impl Limits {
         Ok(())
     }
 
-    /// Check what a new task would store of its request.
-    pub(crate) fn check_arguments(
-        &self,
-        arguments: &Value,
-        meta: Option<&Value>,
-    ) -> Result<(), JsonRpcError> {
-        let size = json_size(arguments) + meta.map_or(0, json_size);
+    /// Check what a new task would store of its request: `size` is its
+    /// `arguments` plus `_meta`, serialized.
+    pub(crate) fn check_arguments(&self, size: usize) -> Result<(), JsonRpcError> {
         if size > self.max_arguments_bytes {
             return Err(JsonRpcError::invalid_params(format!(
                 "the call's arguments are larger than {} bytes and cannot be stored with a task",
@@ -145,6 +243,32 @@ mod tests {
     #[test]
     fn sizes_and_depths() {
         assert_eq!(json_size(&json!({"a": [1, 2]})), r#"{"a":[1,2]}"#.len());
+        let mut all_bytes = String::new();
+        for c in (0u8..=0x7f)
+            .map(char::from)
+            .chain(['\u{e9}', '\u{2028}', '\u{1f600}'])
+        {
+            all_bytes.push(c);
+        }
+        // Each byte alone and at every position of an 8-byte step.
+        let mut singles = Vec::new();
+        for c in (0u8..=0x7f).map(char::from) {
+            for at in 0..9 {
+                let mut s = "abcdefghijklmnop".to_owned();
+                s.insert(at, c);
+                singles.push(Value::String(s));
+            }
+        }
+        for v in [
+            Value::Array(singles),
+            json!({"s": all_bytes, "n": [0, -1, u64::MAX, i64::MIN, 0.1, -2.5e-300, 1e300]}),
+            json!([null, true, false, {}, [], "", {"": {"a": [[]]}}]),
+            json!(-0.0),
+        ] {
+            let mut mine = Vec::new();
+            write_json(&mut mine, &v);
+            assert_eq!(mine, serde_json::to_vec(&v).unwrap());
+        }
         assert_eq!(depth(&json!(1)), 0);
         assert_eq!(depth(&json!({"a": {"b": [1]}})), 3);
         let mut deep = json!(0);

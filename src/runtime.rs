@@ -257,7 +257,49 @@ fn store_failure(e: &store::Error) -> JsonRpcError {
     JsonRpcError::internal("the task store is unavailable")
 }
 
+/// `YYYY-MM-DDTHH:MM:SS.mmmZ` (UTC) of Unix milliseconds.
+///
+/// Years 0 to 9999 are written digit by digit (a task's timestamps are
+/// formatted on every read); anything else takes `time`'s formatter, which
+/// gives the same text for those years.
 pub(crate) fn rfc3339(ms: i64) -> String {
+    match rfc3339_digits(ms) {
+        // Digits and ASCII punctuation only: always UTF-8.
+        Some(text) => {
+            std::str::from_utf8(&text).map_or_else(|_| rfc3339_formatted(ms), String::from)
+        }
+        None => rfc3339_formatted(ms),
+    }
+}
+
+fn rfc3339_digits(ms: i64) -> Option<[u8; 24]> {
+    const DAY_MS: i64 = 86_400_000;
+    /// Julian day number of 1970-01-01.
+    const UNIX_EPOCH_JD: i64 = 2_440_588;
+    let jd = i32::try_from(ms.div_euclid(DAY_MS).checked_add(UNIX_EPOCH_JD)?).ok()?;
+    let (year, month, day) = time::Date::from_julian_day(jd).ok()?.to_calendar_date();
+    let year = u32::try_from(year).ok().filter(|y| *y <= 9999)?;
+    // 0 <= in_day < DAY_MS, so it fits a u32.
+    let in_day = u32::try_from(ms.rem_euclid(DAY_MS)).ok()?;
+    let mut out = *b"0000-00-00T00:00:00.000Z";
+    let mut put = |at: usize, width: usize, mut n: u32| {
+        for slot in out[at..at + width].iter_mut().rev() {
+            // A digit: `n % 10 < 10`.
+            *slot = b'0' + u8::try_from(n % 10).unwrap_or(0);
+            n /= 10;
+        }
+    };
+    put(0, 4, year);
+    put(5, 2, u32::from(u8::from(month)));
+    put(8, 2, u32::from(day));
+    put(11, 2, in_day / 3_600_000);
+    put(14, 2, in_day / 60_000 % 60);
+    put(17, 2, in_day / 1000 % 60);
+    put(20, 3, in_day % 1000);
+    Some(out)
+}
+
+fn rfc3339_formatted(ms: i64) -> String {
     const FORMAT: &[time::format_description::BorrowedFormatItem<'_>] = time::macros::format_description!(
         "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"
     );
@@ -270,9 +312,28 @@ pub(crate) fn rfc3339(ms: i64) -> String {
 
 /// A fresh task id: 128 bits from the operating system's CSPRNG, as 32
 /// lowercase hex digits.
+///
+/// The random bytes are fetched 16 ids at a time into a per-thread buffer
+/// (one system call instead of sixteen); each byte is used for one id only
+/// and cleared once taken.
 pub(crate) fn new_task_id() -> Result<String, getrandom::Error> {
-    let mut bytes = [0u8; 16];
-    getrandom::fill(&mut bytes)?;
+    const IDS_PER_FILL: usize = 16;
+    thread_local! {
+        static POOL: std::cell::RefCell<([u8; 16 * IDS_PER_FILL], usize)> =
+            const { std::cell::RefCell::new(([0; 16 * IDS_PER_FILL], 16 * IDS_PER_FILL)) };
+    }
+    let bytes = POOL.with_borrow_mut(|(pool, used)| -> Result<[u8; 16], getrandom::Error> {
+        if *used == pool.len() {
+            getrandom::fill(pool)?;
+            *used = 0;
+        }
+        let mut bytes = [0u8; 16];
+        let taken = &mut pool[*used..*used + 16];
+        bytes.copy_from_slice(taken);
+        taken.fill(0);
+        *used += 16;
+        Ok(bytes)
+    })?;
     let mut id = String::with_capacity(32);
     for b in bytes {
         id.push(char::from_digit(u32::from(b >> 4), 16).unwrap_or('0'));
@@ -311,12 +372,99 @@ fn task_id_param(req: &JsonRpcRequest) -> Result<&str, JsonRpcError> {
     }
 }
 
+/// A JSON-RPC error object as JSON, built without serializing it.
+fn error_value(e: JsonRpcError) -> Value {
+    let mut m = Map::new();
+    m.insert("code".into(), Value::from(e.code));
+    m.insert("message".into(), Value::String(e.message));
+    if let Some(data) = e.data {
+        m.insert("data".into(), data);
+    }
+    Value::Object(m)
+}
+
+/// A copy of request JSON that a task may have to store.
+///
+/// Kept as JSON text: writing it costs about what counting its size for
+/// [`Limits::max_arguments_bytes`] did, and a call that ends without a task
+/// frees one string instead of a tree. A value nesting too deeply for
+/// `serde_json` to read back (128 levels) is kept as a value.
+pub(crate) enum Kept {
+    Text(String),
+    Value(Value),
+}
+
+impl Kept {
+    /// The copy of `v`, and the size of `v` serialized.
+    pub(crate) fn of(v: &Value) -> (Kept, usize) {
+        let mut bytes = Vec::with_capacity(256);
+        crate::limits::write_json(&mut bytes, v);
+        // Only ASCII and whole runs of the value's own strings: UTF-8.
+        let text = String::from_utf8(bytes).unwrap_or_default();
+        let size = text.len();
+        // Nesting 100 levels takes at least 200 bytes of brackets.
+        if size >= 200 && crate::limits::depth(v) >= 100 {
+            return (Kept::Value(v.clone()), size);
+        }
+        (Kept::Text(text), size)
+    }
+
+    /// The value again.
+    pub(crate) fn into_value(self) -> Value {
+        match self {
+            // Text written by `Kept::of` from a value that nests less than
+            // 100 levels: it always reads back, to the same value.
+            Kept::Text(text) => serde_json::from_str(&text).unwrap_or(Value::Null),
+            Kept::Value(v) => v,
+        }
+    }
+}
+
+/// A `tools/call`'s `arguments` (`None` when absent) and `_meta`, kept for
+/// the task the call may become, and their serialized size (absent
+/// `arguments` count as `null`, as before).
+pub(crate) struct KeptCall {
+    pub(crate) arguments: Option<Kept>,
+    pub(crate) meta: Option<Kept>,
+    pub(crate) size: usize,
+}
+
+impl KeptCall {
+    pub(crate) fn of(req: &JsonRpcRequest) -> Self {
+        let params = req.params_object();
+        let Some(params) = params else {
+            return KeptCall {
+                arguments: None,
+                meta: None,
+                size: 0,
+            };
+        };
+        let (arguments, mut size) = match params.get("arguments") {
+            Some(a) => {
+                let (kept, n) = Kept::of(a);
+                (Some(kept), n)
+            }
+            None => (None, "null".len()),
+        };
+        let meta = params.get("_meta").map(|m| {
+            let (kept, n) = Kept::of(m);
+            size += n;
+            kept
+        });
+        KeptCall {
+            arguments,
+            meta,
+            size,
+        }
+    }
+}
+
 /// What the layer remembers of the `tools/call` that may become a task.
 pub(crate) struct ToolCall {
     pub(crate) id: Option<RequestId>,
     pub(crate) name: String,
-    pub(crate) arguments: Value,
-    pub(crate) meta: Option<Value>,
+    /// `arguments` and `_meta`, read back only if a task is made.
+    pub(crate) kept: KeptCall,
     pub(crate) input_responses: InputResponses,
     pub(crate) request_state: Option<String>,
     pub(crate) owner: Option<String>,
@@ -327,33 +475,51 @@ pub(crate) struct ToolCall {
 }
 
 impl ToolCall {
-    pub(crate) fn from_request(req: &JsonRpcRequest, owner: Option<String>, era: Era) -> Self {
-        let params = req.params_object();
-        let get = |k: &str| params.and_then(|p| p.get(k));
-        ToolCall {
+    pub(crate) fn from_request(
+        req: &JsonRpcRequest,
+        kept: KeptCall,
+        owner: Option<String>,
+        era: Era,
+    ) -> Self {
+        let mut call = ToolCall {
             id: req.id.clone(),
-            name: get("name")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned(),
-            arguments: get("arguments").cloned().unwrap_or_else(|| json!({})),
-            meta: get("_meta").cloned(),
-            input_responses: get("inputResponses")
-                .and_then(Value::as_object)
-                .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
-                .unwrap_or_default(),
-            request_state: get("requestState")
-                .and_then(Value::as_str)
-                .map(str::to_owned),
+            name: String::new(),
+            kept,
+            input_responses: InputResponses::new(),
+            request_state: None,
             owner,
             token: CancellationToken::new(),
             era,
-            requested_ttl: get("task")
-                .and_then(|t| t.get("ttl"))
-                .and_then(Value::as_u64),
+            requested_ttl: None,
             peer: req.extensions.get::<Peer>().cloned(),
+        };
+        // One pass over the parameters rather than a lookup per key.
+        for (key, value) in req.params_object().into_iter().flatten() {
+            match key.as_str() {
+                "name" => call.name = value.as_str().unwrap_or_default().to_owned(),
+                "inputResponses" => {
+                    if let Some(m) = value.as_object() {
+                        call.input_responses =
+                            m.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+                    }
+                }
+                "requestState" => call.request_state = value.as_str().map(str::to_owned),
+                "task" => call.requested_ttl = value.get("ttl").and_then(Value::as_u64),
+                _ => {}
+            }
         }
+        call
     }
+}
+
+/// How a runner takes a task's handler over: the lease fence it writes
+/// under, when the task was resumed (for the resume-latency metric), and how
+/// many rounds in a row the handler has answered with `requestState` alone.
+#[derive(Clone, Copy, Debug)]
+struct Turn {
+    fence: u64,
+    resumed_at: Option<tokio::time::Instant>,
+    state_only: u32,
 }
 
 /// What the runner does after writing a handler's answer.
@@ -789,6 +955,37 @@ impl Shared {
     /// JSON as serializing [`Shared::detailed`], without serde's buffering of
     /// a flattened, tagged enum), with `resultType` when given.
     fn detailed_value(&self, r: &TaskRecord, result_type: Option<&str>) -> Value {
+        self.detailed_body(r, None, result_type)
+    }
+
+    /// [`Shared::detailed_value`] of a record this read holds the only
+    /// handle to (one the store rebuilt for it): its result or error moves
+    /// into the body instead of being copied.
+    fn detailed_value_owned(&self, r: Arc<TaskRecord>, result_type: Option<&str>) -> Value {
+        match Arc::try_unwrap(r) {
+            Ok(mut r) => {
+                let outcome = r.outcome.take();
+                self.detailed_body(&r, Some(outcome), result_type)
+            }
+            Err(r) => self.detailed_body(&r, None, result_type),
+        }
+    }
+
+    /// The body of `r`, its outcome taken from `outcome` when given (`r`'s
+    /// own is then ignored), else copied from `r`.
+    fn detailed_body(
+        &self,
+        r: &TaskRecord,
+        outcome: Option<Option<TaskOutcome>>,
+        result_type: Option<&str>,
+    ) -> Value {
+        let outcome = match outcome {
+            Some(taken) => taken,
+            None => match (r.status, &r.outcome) {
+                (TaskStatus::Completed | TaskStatus::Failed, Some(o)) => Some(o.clone()),
+                _ => None,
+            },
+        };
         let mut m = Map::new();
         if let Some(rt) = result_type {
             m.insert("resultType".into(), Value::String(rt.into()));
@@ -807,7 +1004,7 @@ impl Shared {
         if let Some(p) = r.poll_interval_ms {
             m.insert("pollIntervalMs".into(), Value::from(p));
         }
-        match (r.status, &r.outcome) {
+        match (r.status, outcome) {
             (TaskStatus::InputRequired, _) => {
                 let reqs: Map<String, Value> = r
                     .input_requests
@@ -822,13 +1019,13 @@ impl Shared {
                 m.insert("inputRequests".into(), Value::Object(reqs));
             }
             (TaskStatus::Completed, Some(TaskOutcome::Result(result))) => {
-                m.insert("result".into(), Value::Object(result.clone()));
+                m.insert("result".into(), Value::Object(result));
             }
             (TaskStatus::Completed, _) => {
                 m.insert("result".into(), Value::Object(Map::new()));
             }
             (TaskStatus::Failed, Some(TaskOutcome::Error(e))) => {
-                m.insert("error".into(), serde_json::to_value(e).unwrap_or_default());
+                m.insert("error".into(), error_value(e));
             }
             (TaskStatus::Failed, _) => {
                 let e = JsonRpcError::internal("the task failed");
@@ -852,7 +1049,7 @@ impl Shared {
                 .ok_or_else(task_not_found)?;
             Ok(match era {
                 Era::Legacy => serde_json::to_value(self.legacy_task(&record)).unwrap_or_default(),
-                _ => self.detailed_value(&record, Some("complete")),
+                _ => self.detailed_value_owned(record, Some("complete")),
             })
         };
         reply(id, answer.await)
@@ -1088,7 +1285,9 @@ impl Shared {
             };
             self.cfg.limits.check_answers(answers)?;
             let owner = self.owner_of(&req);
-            self.accept_answers(svc, task_id, owner.as_deref(), Era::Modern, answers)
+            // Boxed, like the handler run inside it: futures of 1 KB and more
+            // are large allocations, slower to make and free.
+            Box::pin(self.accept_answers(svc, task_id, owner.as_deref(), Era::Modern, answers))
                 .await
         };
         match answered.await {
@@ -1128,7 +1327,12 @@ impl Shared {
                     self.cfg.limits.max_accumulated_responses
                 )));
             }
-            match self.store.replace(next.clone(), record.version).await {
+            let next = Arc::new(next);
+            match self
+                .store
+                .replace_shared(Arc::clone(&next), record.version)
+                .await
+            {
                 Ok(()) if next.status == TaskStatus::Working => {
                     let local = self.local(&next);
                     self.publish(record.status, &next, Some(&local));
@@ -1136,7 +1340,12 @@ impl Shared {
                     let fut: InnerFuture<S::Error> = Box::pin(svc.clone().oneshot(request));
                     let resumed = Some(tokio::time::Instant::now());
                     let fence = next.lease.as_ref().map_or(0, |l| l.fence);
-                    self.spawn_runner(svc, next.id.clone(), local, fut, fence, resumed);
+                    let turn = Turn {
+                        fence,
+                        resumed_at: resumed,
+                        state_only: 0,
+                    };
+                    Box::pin(self.drive(svc, next.id.clone(), local, fut, turn, next.era)).await;
                     return Ok(());
                 }
                 Ok(()) => {
@@ -1220,7 +1429,7 @@ impl Shared {
                     ))),
                 };
             }
-            let mut next = record.next_version(self.now_ms());
+            let mut next = next_finished(&record, self.now_ms());
             finish(
                 &mut next,
                 TaskStatus::Cancelled,
@@ -1382,7 +1591,12 @@ impl Shared {
                         let request = self.resume_request(&next, &local.token);
                         let fut: InnerFuture<InnerFailed> = Box::pin(svc.clone().oneshot(request));
                         let fence = next.lease.as_ref().map_or(0, |l| l.fence);
-                        self.spawn_runner(svc.clone(), next.id.clone(), local, fut, fence, None);
+                        let turn = Turn {
+                            fence,
+                            resumed_at: None,
+                            state_only: 0,
+                        };
+                        self.spawn_runner(svc.clone(), next.id.clone(), local, fut, turn);
                     }
                 }
                 _ => {
@@ -1456,6 +1670,23 @@ impl Shared {
                 Err(()) => fut,
             }
         };
+        // Boxed, the call too: the window above is all most `Auto` calls
+        // need, and futures of 1 KB and more are large allocations, slower
+        // to make and free (this one would be 1.6 KB).
+        Box::pin(self.create_task(svc, Box::new(call), fut)).await
+    }
+
+    /// Store the task of a `tools/call` whose handler is running (or has
+    /// answered, for a `Task` tool), answer with it, and run the handler.
+    async fn create_task<S>(
+        self: Arc<Self>,
+        svc: S,
+        call: Box<ToolCall>,
+        fut: InnerFuture<S::Error>,
+    ) -> Result<JsonRpcResponse, S::Error>
+    where
+        S: InnerService,
+    {
         let task_id = match new_task_id() {
             Ok(id) => id,
             Err(e) => {
@@ -1468,25 +1699,30 @@ impl Shared {
             }
         };
         let now = self.now_ms();
+        let arguments = call
+            .kept
+            .arguments
+            .map_or_else(|| json!({}), Kept::into_value);
         let mut record = TaskRecord::new(
             task_id,
             call.era,
             call.name,
-            call.arguments,
+            arguments,
             now,
             self.cfg.ttl_ms(call.requested_ttl),
         )
         .with_owner(call.owner);
         record.poll_interval_ms =
             Some(u64::try_from(self.cfg.poll_interval.as_millis()).unwrap_or(u64::MAX));
-        record.meta = call.meta;
+        record.meta = call.kept.meta.map(Kept::into_value);
         // Answers given before the task existed seed the task's answers, so a
         // handler resumed from the top finds them again.
         record.input_responses = call.input_responses;
         record.request_state = call.request_state;
         record.lease = Some(self.new_lease(None));
         let span = task_span(&record.id, &record.tool_name);
-        if let Err(e) = self.store.create(record.clone()).await {
+        let record = Arc::new(record);
+        if let Err(e) = self.store.create_shared(Arc::clone(&record)).await {
             // Dropping the handler's future stops it.
             call.token.cancel();
             return Ok(JsonRpcResponse::error(call.id, store_failure(&e)));
@@ -1504,7 +1740,12 @@ impl Shared {
         let created = self.create_result(&record);
         crate::metrics::created(record.era);
         let fence = record.lease.as_ref().map_or(0, |l| l.fence);
-        self.spawn_runner(svc, record.id, local, fut, fence, None);
+        let turn = Turn {
+            fence,
+            resumed_at: None,
+            state_only: 0,
+        };
+        Box::pin(self.drive(svc, record.id.clone(), local, fut, turn, record.era)).await;
         Ok(JsonRpcResponse::result(call.id, created))
     }
 
@@ -1553,8 +1794,7 @@ impl Shared {
         id: String,
         local: Local,
         first: InnerFuture<S::Error>,
-        fence: u64,
-        resumed_at: Option<tokio::time::Instant>,
+        turn: Turn,
     ) where
         S: InnerService,
     {
@@ -1562,9 +1802,52 @@ impl Shared {
         let span = local.span.clone();
         tokio::spawn(
             shared
-                .run(svc, id, local.token, first, fence, resumed_at)
+                .run(svc, id, local.token, first, turn)
                 .instrument(span),
         );
+    }
+
+    /// Run a task's handler: when `first` answers on its first poll, write
+    /// the answer here and now (no runner, no handler task, no heartbeat);
+    /// otherwise hand it to a runner. 2025-11-25 tasks always get a runner:
+    /// their status notifications must not reach the client on the
+    /// request that made (or answered) the task.
+    async fn drive<S>(
+        self: &Arc<Self>,
+        svc: S,
+        id: String,
+        local: Local,
+        mut first: InnerFuture<S::Error>,
+        turn: Turn,
+        era: Era,
+    ) where
+        S: InnerService,
+    {
+        let ready = match era {
+            Era::Legacy => None,
+            _ => poll_once(&mut first).await,
+        };
+        let Some(out) = ready else {
+            self.spawn_runner(svc, id, local, first, turn);
+            return;
+        };
+        drop(first);
+        let mut state_only = turn.state_only;
+        let next = Box::pin(self.settle(&id, out, &local.token, turn.fence, &mut state_only))
+            .instrument(local.span.clone())
+            .await;
+        if let Some(at) = turn.resumed_at {
+            crate::metrics::resumed(at.elapsed());
+        }
+        if let Next::Reinvoke(req) = next {
+            let again: InnerFuture<S::Error> = Box::pin(svc.clone().oneshot(req));
+            let turn = Turn {
+                fence: turn.fence,
+                resumed_at: None,
+                state_only,
+            };
+            self.spawn_runner(svc, id, local, again, turn);
+        }
     }
 
     /// Drive the handler until the task is terminal or waits for input. A
@@ -1576,13 +1859,16 @@ impl Shared {
         id: String,
         token: CancellationToken,
         first: InnerFuture<S::Error>,
-        fence: u64,
-        mut resumed_at: Option<tokio::time::Instant>,
+        turn: Turn,
     ) where
         S: InnerService,
     {
+        let Turn {
+            fence,
+            mut resumed_at,
+            mut state_only,
+        } = turn;
         let grace = self.cfg.cancel_grace;
-        let mut state_only = 0u32;
         let mut cancelled_at: Option<tokio::time::Instant> = None;
         // The handler runs as a task of its own, so a panic in it fails
         // the task instead of leaving it `working` forever.
@@ -1667,7 +1953,19 @@ impl Shared {
                 crate::metrics::lease_lost();
                 return Next::Done;
             }
-            let mut next = record.next_version(self.now_ms());
+            let now = self.now_ms();
+            let mut next = match &answer {
+                Answer::Input { requests, .. }
+                    if undeclared(record.era, record.meta.as_ref(), requests).is_none() =>
+                {
+                    record.next_version(now)
+                }
+                Answer::StateOnly(_) if *state_only < MAX_STATE_ONLY_ROUNDS => {
+                    record.next_version(now)
+                }
+                // Every other answer finishes the task.
+                _ => next_finished(&record, now),
+            };
             let mut reinvoke = false;
             match &answer {
                 Answer::Result(result) => {
@@ -1734,7 +2032,12 @@ impl Shared {
                     );
                 }
             }
-            match self.store.replace(next.clone(), record.version).await {
+            let next = Arc::new(next);
+            match self
+                .store
+                .replace_shared(Arc::clone(&next), record.version)
+                .await
+            {
                 Ok(()) if reinvoke => {
                     *state_only += 1;
                     return Next::Reinvoke(self.resume_request(&next, token));
@@ -1757,6 +2060,29 @@ impl Shared {
         }
         Next::Done
     }
+}
+
+/// Poll a handler's future once on the current task: its output if it is
+/// ready. A panic in it reads as the handler dying, as in a runner.
+async fn poll_once<E>(fut: &mut InnerFuture<E>) -> Option<Result<JsonRpcResponse, E>> {
+    use std::panic::{catch_unwind, AssertUnwindSafe};
+    use std::task::Poll;
+    std::future::poll_fn(|cx| {
+        Poll::Ready(
+            match catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
+                Ok(Poll::Ready(out)) => Some(out),
+                Ok(Poll::Pending) => None,
+                Err(_) => {
+                    warn!(panicked = true, "the tool's handler died");
+                    Some(Ok(JsonRpcResponse::error(
+                        None,
+                        JsonRpcError::internal("the tool's handler died"),
+                    )))
+                }
+            },
+        )
+    })
+    .await
 }
 
 /// What a handler's answer means for its task.
@@ -1837,6 +2163,35 @@ impl Answer {
                 "the tool asked for input without inputRequests or requestState",
             )),
         }
+    }
+}
+
+/// `r.next_version(now_ms)` for a write that [`finish`]es the task: what
+/// `finish` clears (arguments, `_meta`, answers, request state, outcome,
+/// lease) is not copied.
+fn next_finished(r: &TaskRecord, now_ms: i64) -> TaskRecord {
+    TaskRecord {
+        id: r.id.clone(),
+        owner: r.owner.clone(),
+        era: r.era,
+        status: r.status,
+        status_message: r.status_message.clone(),
+        created_at_ms: r.created_at_ms,
+        updated_at_ms: r.updated_at_ms.max(now_ms),
+        ttl_ms: r.ttl_ms,
+        poll_interval_ms: r.poll_interval_ms,
+        version: r.version + 1,
+        tool_name: r.tool_name.clone(),
+        arguments: Value::Null,
+        meta: None,
+        request_state: None,
+        round: r.round,
+        input_requests: Default::default(),
+        issued_keys: Default::default(),
+        input_responses: Default::default(),
+        outcome: None,
+        cancel_requested: r.cancel_requested,
+        lease: None,
     }
 }
 
@@ -1992,6 +2347,90 @@ fn ms(d: Duration) -> i64 {
 mod tests {
     use super::*;
     use crate::store::MemoryStore;
+
+    #[test]
+    fn a_finished_next_version_is_the_cleared_clone() {
+        let mut r = TaskRecord::new("t", Era::Modern, "tool", json!({"a": 1}), 5, Some(9))
+            .with_owner(Some("o".into()));
+        r.status_message = Some("m".into());
+        r.meta = Some(json!({"k": true}));
+        r.request_state = Some("s".into());
+        r.round = 3;
+        r.issued_keys.insert("q".into());
+        r.input_responses.insert("q".into(), json!({"x": 1}));
+        r.cancel_requested = true;
+        r.poll_interval_ms = Some(7);
+        r.lease = Some(Lease {
+            holder: "h".into(),
+            fence: 2,
+            until_ms: 50,
+        });
+        for now in [1, 100] {
+            let mut cloned = r.next_version(now);
+            let mut built = next_finished(&r, now);
+            for next in [&mut cloned, &mut built] {
+                finish(
+                    next,
+                    TaskStatus::Failed,
+                    Some(TaskOutcome::Error(JsonRpcError::internal("x"))),
+                    Some("x".into()),
+                );
+            }
+            assert_eq!(built, cloned);
+        }
+    }
+
+    #[test]
+    fn kept_call_json_reads_back_unchanged() {
+        let mut deep = json!({"leaf": [1.5, -0.0, 18_446_744_073_709_551_615u64]});
+        for _ in 0..150 {
+            deep = json!({ "d": [deep] });
+        }
+        let values = [
+            json!({"text": "h\u{e9}llo \"q\" \n\u{1}", "n": -12, "f": 0.1, "big": 1e300}),
+            json!(null),
+            json!([]),
+            deep,
+        ];
+        for v in values {
+            let (kept, size) = Kept::of(&v);
+            assert_eq!(size, crate::limits::json_size(&v));
+            assert_eq!(kept.into_value(), v);
+        }
+    }
+
+    #[test]
+    fn timestamps_match_the_time_formatter() {
+        let mut cases = vec![
+            0,
+            -1,
+            1,
+            999,
+            1_000,
+            86_399_999,
+            86_400_000,
+            951_782_400_000,     // 2000-02-29
+            1_767_225_600_123,   // 2026-01-01
+            4_107_542_400_000,   // 2100-03-01
+            253_402_300_799_999, // 9999-12-31T23:59:59.999
+            253_402_300_800_000, // year 10000: out of range
+            -62_167_219_200_000, // 0000-01-01
+            -62_167_219_200_001, // before year 0
+            i64::MIN,
+            i64::MAX,
+        ];
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        for _ in 0..20_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            // Spread over years 0 to 10000 and a bit beyond.
+            cases.push((x % 320_000_000_000_000) as i64 - 63_000_000_000_000);
+        }
+        for ms in cases {
+            assert_eq!(rfc3339(ms), rfc3339_formatted(ms), "{ms}");
+        }
+    }
 
     #[test]
     fn the_hand_built_body_is_the_typed_one() {

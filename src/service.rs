@@ -9,7 +9,7 @@ use tower_service::Service;
 use crate::future::{Edit, ResponseFuture};
 use crate::jsonrpc::{JsonRpcError, JsonRpcRequest, JsonRpcResponse};
 use crate::layer::TaskPolicy;
-use crate::runtime::{missing_tasks_capability, RequestEra, Shared, ToolCall};
+use crate::runtime::{missing_tasks_capability, KeptCall, RequestEra, Shared, ToolCall};
 use crate::store::Era;
 
 /// The middleware made by [`TaskLayer`](crate::TaskLayer).
@@ -204,17 +204,11 @@ where
         if !as_task {
             return ResponseFuture::passthrough(self.inner.call(req));
         }
-        if let Some(params) = req.params_object() {
-            let null = serde_json::Value::Null;
-            let arguments = params.get("arguments").unwrap_or(&null);
-            if let Err(e) = self
-                .shared
-                .cfg
-                .limits
-                .check_arguments(arguments, params.get("_meta"))
-            {
-                return answer(JsonRpcResponse::error(req.id, e));
-            }
+        // The copy a task would store, made once: its length is the size
+        // the limit is about.
+        let kept = KeptCall::of(&req);
+        if let Err(e) = self.shared.cfg.limits.check_arguments(kept.size) {
+            return answer(JsonRpcResponse::error(req.id, e));
         }
         self.shared.ensure_reaper();
         self.shared.register_invoker(&self.inner);
@@ -223,7 +217,7 @@ where
             return answer(JsonRpcResponse::error(req.id, e));
         }
         let era = if era.modern { Era::Modern } else { Era::Legacy };
-        let call = ToolCall::from_request(&req, owner, era);
+        let call = ToolCall::from_request(&req, kept, owner, era);
         let mut req = req;
         req.extensions.insert(call.token.clone());
         // The runner needs a service of its own to re-invoke the handler

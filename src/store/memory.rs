@@ -33,6 +33,10 @@ const REAP_PER_LOCK: usize = 64;
 /// rebuilds the record, which costs about a microsecond more than reading a
 /// running task.
 ///
+/// [`create_shared`](TaskStore::create_shared) and
+/// [`replace_shared`](TaskStore::replace_shared) keep the caller's `Arc`
+/// itself for a running task (no copy).
+///
 /// Cloning a `MemoryStore` shares the same tasks.
 #[derive(Clone, Debug)]
 pub struct MemoryStore {
@@ -226,10 +230,10 @@ impl Done {
 }
 
 impl Slot {
-    fn new(record: TaskRecord) -> Self {
+    fn new(record: Arc<TaskRecord>) -> Self {
         match Done::of(&record) {
             Some(done) => Slot::Done(Arc::new(done)),
-            None => Slot::Full(Arc::new(record)),
+            None => Slot::Full(record),
         }
     }
 
@@ -340,7 +344,7 @@ impl MemoryStore {
         &self.inner.owners[self.owner_shard_index(owner)]
     }
 
-    fn create_now(&self, record: TaskRecord) -> Result<()> {
+    fn create_now(&self, record: Arc<TaskRecord>) -> Result<()> {
         let owner = record.owner.clone();
         let created = record.created_at_ms;
         let expires = record.expires_at_ms();
@@ -365,7 +369,7 @@ impl MemoryStore {
         Ok(())
     }
 
-    fn replace_now(&self, record: TaskRecord, expected_version: u64) -> Result<()> {
+    fn replace_now(&self, record: Arc<TaskRecord>, expected_version: u64) -> Result<()> {
         let new_exp = record.expires_at_ms();
         let lock = self.shard(&record.id);
         // Compact a finished record before taking the lock.
@@ -390,7 +394,7 @@ impl MemoryStore {
             }
             let new = match done {
                 Some(done) => Slot::Done(Arc::new(done)),
-                None => Slot::Full(Arc::new(record)),
+                None => Slot::Full(record),
             };
             shard.tasks.insert(key, new)
         };
@@ -511,6 +515,10 @@ impl MemoryStore {
 
 impl TaskStore for MemoryStore {
     fn create(&self, record: TaskRecord) -> BoxFuture<'_, Result<()>> {
+        Box::pin(std::future::ready(self.create_now(Arc::new(record))))
+    }
+
+    fn create_shared(&self, record: Arc<TaskRecord>) -> BoxFuture<'_, Result<()>> {
         Box::pin(std::future::ready(self.create_now(record)))
     }
 
@@ -523,6 +531,16 @@ impl TaskStore for MemoryStore {
     }
 
     fn replace(&self, record: TaskRecord, expected_version: u64) -> BoxFuture<'_, Result<()>> {
+        Box::pin(std::future::ready(
+            self.replace_now(Arc::new(record), expected_version),
+        ))
+    }
+
+    fn replace_shared(
+        &self,
+        record: Arc<TaskRecord>,
+        expected_version: u64,
+    ) -> BoxFuture<'_, Result<()>> {
         Box::pin(std::future::ready(
             self.replace_now(record, expected_version),
         ))
@@ -571,6 +589,42 @@ mod tests {
     #[tokio::test]
     async fn passes_the_conformance_suite() {
         conformance::run(|| async { MemoryStore::new() }).await;
+    }
+
+    #[tokio::test]
+    async fn shared_writes_keep_the_callers_record_and_compare_versions() {
+        let store = MemoryStore::new();
+        let first = Arc::new(TaskRecord::new(
+            "s",
+            Era::Modern,
+            "t",
+            json!({"a": 1}),
+            1,
+            None,
+        ));
+        store.create_shared(Arc::clone(&first)).await.unwrap();
+        assert!(matches!(
+            store.create_shared(Arc::clone(&first)).await,
+            Err(Error::AlreadyExists)
+        ));
+        let got = store.get("s", 2).await.unwrap().unwrap();
+        assert!(
+            Arc::ptr_eq(&got, &first),
+            "a running task is kept, not copied"
+        );
+        let next = Arc::new(first.next_version(5));
+        assert!(matches!(
+            store.replace_shared(Arc::clone(&next), 7).await,
+            Err(Error::Conflict)
+        ));
+        store.replace_shared(Arc::clone(&next), 1).await.unwrap();
+        assert_eq!(*store.get("s", 6).await.unwrap().unwrap(), *next);
+        let mut other = (*next).clone();
+        other.id = "absent".into();
+        assert!(matches!(
+            store.replace_shared(Arc::new(other), 2).await,
+            Err(Error::NotFound)
+        ));
     }
 
     #[tokio::test]

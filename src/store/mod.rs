@@ -312,6 +312,24 @@ pub trait TaskStore: fmt::Debug + Send + Sync + 'static {
     /// Delete at most `limit` records expired at `now_ms`; their ids.
     fn delete_expired(&self, now_ms: i64, limit: usize) -> BoxFuture<'_, Result<Vec<String>>>;
 
+    /// [`create`](TaskStore::create) of a record the caller keeps using.
+    /// A store that holds records in memory can keep this very `Arc`
+    /// instead of a copy; by default the record is copied if the caller
+    /// still holds it, and `create` is called.
+    fn create_shared(&self, record: Arc<TaskRecord>) -> BoxFuture<'_, Result<()>> {
+        self.create(Arc::unwrap_or_clone(record))
+    }
+
+    /// [`replace`](TaskStore::replace) with a record the caller keeps
+    /// using; see [`create_shared`](TaskStore::create_shared).
+    fn replace_shared(
+        &self,
+        record: Arc<TaskRecord>,
+        expected_version: u64,
+    ) -> BoxFuture<'_, Result<()>> {
+        self.replace(Arc::unwrap_or_clone(record), expected_version)
+    }
+
     /// At most `limit` records of `owner`, newest first, strictly older than
     /// the `(created_at_ms, id)` position `after`, hiding expired ones. Used
     /// by the 2025-11-25 `tasks/list`; optional.
@@ -363,6 +381,16 @@ impl<T: TaskStore + ?Sized> TaskStore for Arc<T> {
     }
     fn delete_expired(&self, now_ms: i64, limit: usize) -> BoxFuture<'_, Result<Vec<String>>> {
         (**self).delete_expired(now_ms, limit)
+    }
+    fn create_shared(&self, record: Arc<TaskRecord>) -> BoxFuture<'_, Result<()>> {
+        (**self).create_shared(record)
+    }
+    fn replace_shared(
+        &self,
+        record: Arc<TaskRecord>,
+        expected_version: u64,
+    ) -> BoxFuture<'_, Result<()>> {
+        (**self).replace_shared(record, expected_version)
     }
     fn list<'a>(
         &'a self,
