@@ -36,7 +36,16 @@
 //!   (as the layer's reaper does) until N expired tasks are gone, next to
 //!   `live` unexpired tasks. Must be O(N), independent of `live`.
 
+//!
+//! Built with `RUSTFLAGS="--cfg mcp_bench_jemalloc"`, the benches allocate
+//! through jemalloc instead of the system allocator, to show how much of a
+//! figure is the allocator's (BENCHMARKS.md).
+
 #![allow(missing_docs)] // criterion_group! makes an undocumented `pub fn`.
+
+#[cfg(all(mcp_bench_jemalloc, not(target_env = "msvc")))]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 use std::sync::{Arc, Barrier, OnceLock};
 use std::time::{Duration, Instant};

@@ -41,7 +41,7 @@
 //! leaked), and `MALLOC_ARENA_MAX` / `MALLOC_TRIM_THRESHOLD_` did not
 //! change that, since glibc only trims the top of a heap and freed records
 //! are spread through it. With jemalloc, the documented run went from
-//! 3.7 MiB to a 417 MiB peak and back to 75 MiB after expiry, both cycles
+//! 3.6 MiB to a 525 MiB peak and back to 34 MiB after expiry, both cycles
 //! (README.md, "Hardening"). A server that wants its memory back after a
 //! burst of tasks can do the same: the layer has no allocator of its own.
 

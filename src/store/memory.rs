@@ -17,6 +17,9 @@ const SHARDS: usize = 64;
 /// Expired records removed per write lock of a shard while reaping.
 const REAP_PER_LOCK: usize = 64;
 
+/// A shard's task map is shrunk after reaping only above this capacity.
+const SHRINK_ABOVE: usize = 1024;
+
 /// The default store: tasks in this process's memory.
 ///
 /// Records live in 64 shards, each behind its own lock, so reads on two cores
@@ -441,6 +444,14 @@ impl MemoryStore {
                         freed.push(slot);
                     }
                 }
+                // Give back the table a burst of tasks grew once most of it
+                // has expired: a map keeps its peak capacity otherwise. The
+                // rehash touches the remaining quarter, and happens only
+                // after three quarters were reaped, so it costs O(reaped).
+                let (len, capacity) = (shard.tasks.len(), shard.tasks.capacity());
+                if capacity > SHRINK_ABOVE && len < capacity / 4 {
+                    shard.tasks.shrink_to(len * 2);
+                }
                 drop(shard);
                 // Free the records outside the lock.
                 freed.clear();
@@ -761,5 +772,38 @@ mod tests {
         );
         assert_eq!(store.len(), 1);
         assert_eq!(store.list(None, None, 10, 5).await.unwrap().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn reaping_most_of_a_burst_gives_the_maps_memory_back() {
+        let capacity = |store: &MemoryStore| -> usize {
+            store
+                .inner
+                .shards
+                .iter()
+                .map(|s| read(s).tasks.capacity())
+                .sum()
+        };
+        let store = MemoryStore::new();
+        for i in 0..200_000 {
+            let r = TaskRecord::new(format!("b{i}"), Era::Modern, "t", Value::Null, 0, Some(1));
+            store.create(r).await.unwrap();
+        }
+        for i in 0..1_000 {
+            let r = TaskRecord::new(format!("k{i}"), Era::Modern, "t", Value::Null, 0, None);
+            store.create(r).await.unwrap();
+        }
+        let peak = capacity(&store);
+        assert!(peak >= 201_000);
+        store.delete_expired(5, usize::MAX).await.unwrap();
+        assert_eq!(store.len(), 1_000);
+        let after = capacity(&store);
+        assert!(
+            after <= SHARDS * SHRINK_ABOVE && after * 3 < peak,
+            "capacity {after} after reaping, {peak} at the peak"
+        );
+        for i in 0..1_000 {
+            assert!(store.get(&format!("k{i}"), 5).await.unwrap().is_some());
+        }
     }
 }
