@@ -748,10 +748,7 @@ impl Shared {
                     match change {
                         Ok(TaskChange::Updated { id, version, .. }) => {
                             if watched.get(&id).is_some_and(|seen| seen.version < version) {
-                                match self.lookup(&id, owner.as_deref(), Era::Modern).await? {
-                                    Some(r) => self.push_change(&peer, &meta, &mut watched, &r).await,
-                                    None => { watched.remove(&id); }
-                                }
+                                self.refresh(&peer, &meta, &mut watched, owner.as_deref(), id).await?;
                             }
                         }
                         Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {
@@ -782,11 +779,25 @@ impl Shared {
     ) -> Result<(), JsonRpcError> {
         let ids: Vec<String> = watched.keys().cloned().collect();
         for task_id in ids {
-            match self.lookup(&task_id, owner, Era::Modern).await? {
-                Some(r) => self.push_change(peer, meta, watched, &r).await,
-                None => {
-                    watched.remove(&task_id);
-                }
+            self.refresh(peer, meta, watched, owner, task_id).await?;
+        }
+        Ok(())
+    }
+
+    /// Re-read one watched task and push it if it changed; stop watching it
+    /// if it is gone.
+    async fn refresh(
+        &self,
+        peer: &Peer,
+        meta: &Value,
+        watched: &mut HashMap<String, Seen>,
+        owner: Option<&str>,
+        task_id: String,
+    ) -> Result<(), JsonRpcError> {
+        match self.lookup(&task_id, owner, Era::Modern).await? {
+            Some(r) => self.push_change(peer, meta, watched, &r).await,
+            None => {
+                watched.remove(&task_id);
             }
         }
         Ok(())
@@ -850,7 +861,7 @@ impl Shared {
             ..
         } = &change
         {
-            if let Some(local) = self.local_of(id) {
+            if let Some(local) = self.locals().get(id) {
                 if !local.token.is_cancelled() {
                     info!(parent: &local.span, "cancelled on another replica");
                     local.token.cancel();

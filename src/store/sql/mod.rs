@@ -40,10 +40,26 @@ use std::sync::Arc;
 
 use super::{Error, MemoryStore, Result, TaskStore};
 
-/// `TaskStore` for a store type whose `core` field is an `Arc<SqlCore<_>>`.
+/// `migrate`, `table` and `TaskStore` for a store type whose `core` field is
+/// an `Arc<SqlCore<_>>`.
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 macro_rules! sql_task_store {
     ($store:ty) => {
+        impl $store {
+            /// Apply the schema migrations the table has not had yet;
+            /// `connect` does this unless
+            /// [`SqlOptions::with_migrations`](super::SqlOptions::with_migrations)
+            /// turned it off.
+            pub async fn migrate(&self) -> $crate::store::Result<()> {
+                self.core.migrate().await
+            }
+
+            /// The table the tasks are in.
+            pub fn table(&self) -> &str {
+                &self.core.table
+            }
+        }
+
         impl $crate::store::TaskStore for $store {
             fn create(
                 &self,
@@ -386,9 +402,9 @@ mod shared {
                 )
                 .into(),
                 replace: format!(
-                    "UPDATE {t} SET owner = $3, era = $4, status = $5, created_at_ms = $6, \
-                     updated_at_ms = $7, expires_at_ms = $8, version = $9, record = $10{json}, \
-                     lease_until_ms = $11 WHERE id = $1 AND version = $2"
+                    "UPDATE {t} SET owner = $2, era = $3, status = $4, created_at_ms = $5, \
+                     updated_at_ms = $6, expires_at_ms = $7, version = $8, record = $9{json}, \
+                     lease_until_ms = $10 WHERE id = $1 AND version = $11"
                 )
                 .into(),
                 exists: format!("SELECT 1 FROM {t} WHERE id = $1").into(),
@@ -499,7 +515,7 @@ mod shared {
         DB::Arguments: IntoArguments<DB>,
         for<'a> &'a str: Encode<'a, DB> + Type<DB>,
         for<'a> String: Encode<'a, DB> + Decode<'a, DB> + Type<DB>,
-        for<'a> Option<String>: Encode<'a, DB> + Type<DB>,
+        for<'a> Option<&'a str>: Encode<'a, DB> + Type<DB>,
         for<'a> i64: Encode<'a, DB> + Decode<'a, DB> + Type<DB>,
         for<'a> Option<i64>: Encode<'a, DB> + Type<DB>,
         usize: ColumnIndex<DB::Row>,
@@ -567,19 +583,28 @@ mod shared {
             tx.commit().await.map_err(backend)
         }
 
-        pub(crate) async fn create(&self, record: TaskRecord) -> Result<()> {
-            let c = Columns::of(record)?;
-            let done = sqlx::query(sql(&self.sql.insert))
-                .bind(c.id)
-                .bind(c.owner)
+        /// Bind a row's columns as `$1`..`$10`, in the order of `insert`
+        /// (and of `replace`, whose `$11` is the expected version).
+        fn bind_row<'q>(
+            query: sqlx::query::Query<'q, DB, DB::Arguments>,
+            c: &'q Columns,
+        ) -> sqlx::query::Query<'q, DB, DB::Arguments> {
+            query
+                .bind(c.id.as_str())
+                .bind(c.owner.as_deref())
                 .bind(c.era)
                 .bind(c.status)
                 .bind(c.created_at_ms)
                 .bind(c.updated_at_ms)
                 .bind(c.expires_at_ms)
                 .bind(c.version)
-                .bind(c.record)
+                .bind(c.record.as_str())
                 .bind(c.lease_until_ms)
+        }
+
+        pub(crate) async fn create(&self, record: TaskRecord) -> Result<()> {
+            let c = Columns::of(record)?;
+            let done = Self::bind_row(sqlx::query(sql(&self.sql.insert)), &c)
                 .execute(&self.writes)
                 .await
                 .map_err(backend)?;
@@ -612,18 +637,8 @@ mod shared {
         ) -> Result<()> {
             let expected = to_i64(expected_version, "expected version")?;
             let c = Columns::of(record)?;
-            let done = sqlx::query(sql(&self.sql.replace))
-                .bind(c.id.as_str())
+            let done = Self::bind_row(sqlx::query(sql(&self.sql.replace)), &c)
                 .bind(expected)
-                .bind(c.owner)
-                .bind(c.era)
-                .bind(c.status)
-                .bind(c.created_at_ms)
-                .bind(c.updated_at_ms)
-                .bind(c.expires_at_ms)
-                .bind(c.version)
-                .bind(c.record)
-                .bind(c.lease_until_ms)
                 .execute(&self.writes)
                 .await
                 .map_err(backend)?;

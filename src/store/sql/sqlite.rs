@@ -173,17 +173,6 @@ impl SqliteStore {
         Ok(store)
     }
 
-    /// Apply the schema migrations the table has not had yet; `connect`
-    /// does this unless [`SqlOptions::with_migrations`] turned it off.
-    pub async fn migrate(&self) -> Result<()> {
-        self.core.migrate().await
-    }
-
-    /// The table the tasks are in.
-    pub fn table(&self) -> &str {
-        &self.core.table
-    }
-
     /// Close every connection, waiting for the ones in use. Later calls on
     /// this store (and its clones) fail.
     pub async fn close(&self) {
