@@ -34,7 +34,10 @@ fn completed_record(id: String, now_ms: i64, ttl_ms: Option<u64>) -> TaskRecord 
         "content": [{ "type": "text", "text": "x".repeat(48) }],
         "isError": false
     });
-    r.outcome = result.as_object().cloned().map(TaskOutcome::Result);
+    r.outcome = result
+        .as_object()
+        .cloned()
+        .map(|m| TaskOutcome::Result(m.into()));
     r
 }
 

@@ -92,7 +92,9 @@ fn populated(n: usize, kind: Kind) -> (MemoryStore, Arc<Vec<String>>) {
             match kind {
                 Kind::Completed => {}
                 // Resume state left in place keeps the record whole.
-                Kind::CompletedWhole => r.arguments = serde_json::json!({ "kept": true }),
+                Kind::CompletedWhole => {
+                    r.arguments = Some(serde_json::json!({ "kept": true }).into())
+                }
                 Kind::Working => {
                     r.status = TaskStatus::Working;
                     r.outcome = None;

@@ -307,7 +307,7 @@ impl Client {
         match self
             .send("tasks/get", json!({ "taskId": task }))
             .await
-            .payload
+            .into_payload()
         {
             Ok(v) => Ok(v),
             Err(e) => Err(format!("tasks/get: {e}")),
@@ -345,7 +345,7 @@ impl Client {
             self.handlers.gates.open(gate);
         }
         let v = resp
-            .payload
+            .into_payload()
             .map_err(|e| format!("tools/call {tool}: {e}"))?;
         match (v["resultType"].as_str(), v["taskId"].as_str()) {
             (Some("task"), Some(id)) => Ok(id.to_owned()),
@@ -355,7 +355,7 @@ impl Client {
 
     async fn cancel(&mut self, task: &str) -> Result<(), String> {
         let resp = self.send("tasks/cancel", json!({ "taskId": task })).await;
-        match resp.payload {
+        match resp.into_payload() {
             Ok(v) if v == json!({ "resultType": "complete" }) => Ok(()),
             other => Err(format!("tasks/cancel: {other:?}")),
         }
@@ -416,7 +416,7 @@ impl Client {
                                     json!({ "taskId": task, "inputResponses": answers }),
                                 )
                                 .await;
-                            if r.payload != Ok(json!({ "resultType": "complete" })) {
+                            if r.result_value() != Some(&json!({ "resultType": "complete" })) {
                                 break Err(format!("tasks/update: {r:?}"));
                             }
                         }

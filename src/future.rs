@@ -89,7 +89,7 @@ where
             KindProj::Passthrough { fut } => fut.poll(cx),
             KindProj::Capabilities { fut, edit } => {
                 let mut resp = ready!(fut.poll(cx))?;
-                if let Ok(Value::Object(result)) = &mut resp.payload {
+                if let Ok(Value::Object(result)) = resp.payload_mut() {
                     apply(edit, result);
                 }
                 Poll::Ready(Ok(resp))

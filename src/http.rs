@@ -672,7 +672,7 @@ fn accept_answer(pending: &Pending, value: Value) -> Response {
         return respond_without_id(StatusCode::BAD_REQUEST, error);
     };
     // If the request gave up at this very moment, the answer is dropped.
-    let _ = waiting.send(answer.payload);
+    let _ = waiting.send(answer.into_payload());
     StatusCode::ACCEPTED.into_response()
 }
 
@@ -703,15 +703,7 @@ fn json_response(status: StatusCode, body: Vec<u8>) -> Response {
 }
 
 fn respond(status: StatusCode, response: &JsonRpcResponse) -> Response {
-    match serde_json::to_vec(response) {
-        Ok(body) => json_response(status, body),
-        Err(e) => {
-            warn!(error = %e, "cannot encode a JSON-RPC response");
-            let fallback = JsonRpcResponse::error(response.id.clone(), service_failed());
-            let body = serde_json::to_vec(&fallback).unwrap_or_default();
-            json_response(StatusCode::INTERNAL_SERVER_ERROR, body)
-        }
-    }
+    json_response(status, response.to_vec())
 }
 
 /// An error response without an `id` member, for a notification that was

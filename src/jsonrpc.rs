@@ -5,10 +5,12 @@
 //! request's [`Extensions`], and encodes the [`JsonRpcResponse`] it gets back.
 
 use std::fmt;
+use std::sync::{Arc, OnceLock};
 
 use http::Extensions;
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 /// Error codes used by MCP and by this crate.
@@ -276,13 +278,29 @@ impl<'de> Deserialize<'de> for JsonRpcRequest {
 }
 
 /// A JSON-RPC response: a result or an error for one request id.
-#[derive(Clone, Debug, PartialEq)]
+///
+/// The result is a [`Value`], or JSON text serialized already (see
+/// [`JsonRpcResponse::raw_result`]): the layer answers `tasks/get` and task
+/// creation that way, straight from the stored result text, so a transport
+/// copies those bytes out instead of building and serializing a `Value`.
+/// [`result_value`](JsonRpcResponse::result_value) reads either form (text
+/// is parsed on first use, once); [`to_vec`](JsonRpcResponse::to_vec)
+/// writes the wire form, copying text as it is.
+#[derive(Clone)]
 pub struct JsonRpcResponse {
     /// The id of the request this answers; `None` serializes as `null`
     /// (only for requests whose id could not be read).
     pub id: Option<RequestId>,
-    /// The result value, or the error.
-    pub payload: Result<Value, JsonRpcError>,
+    payload: Payload,
+}
+
+#[derive(Clone)]
+enum Payload {
+    Value(Value),
+    /// JSON text, valid by construction (a `RawValue`, or the crate's own
+    /// writer), and its parse once someone asks for a `Value`.
+    Text(String, OnceLock<Value>),
+    Error(JsonRpcError),
 }
 
 impl JsonRpcResponse {
@@ -290,7 +308,21 @@ impl JsonRpcResponse {
     pub fn result(id: Option<RequestId>, result: Value) -> Self {
         JsonRpcResponse {
             id,
-            payload: Ok(result),
+            payload: Payload::Value(result),
+        }
+    }
+
+    /// A successful response whose result is JSON text serialized already;
+    /// transports write it out byte for byte.
+    pub fn raw_result(id: Option<RequestId>, result: Box<RawValue>) -> Self {
+        Self::trusted_text(id, Box::<str>::from(compact(result)).into())
+    }
+
+    /// A result written by this crate's own JSON writer (valid JSON).
+    pub(crate) fn trusted_text(id: Option<RequestId>, json: String) -> Self {
+        JsonRpcResponse {
+            id,
+            payload: Payload::Text(json, OnceLock::new()),
         }
     }
 
@@ -298,18 +330,143 @@ impl JsonRpcResponse {
     pub fn error(id: Option<RequestId>, error: JsonRpcError) -> Self {
         JsonRpcResponse {
             id,
-            payload: Err(error),
+            payload: Payload::Error(error),
         }
     }
 
-    /// The result, if this is a success.
+    /// The result, if this is a success (a text result is parsed on the
+    /// first call).
     pub fn result_value(&self) -> Option<&Value> {
-        self.payload.as_ref().ok()
+        match &self.payload {
+            Payload::Value(v) => Some(v),
+            Payload::Text(json, parsed) => Some(parsed.get_or_init(|| parse_trusted(json))),
+            Payload::Error(_) => None,
+        }
+    }
+
+    /// The result as JSON text, if this success carries it serialized.
+    pub fn result_text(&self) -> Option<&str> {
+        match &self.payload {
+            Payload::Text(json, _) => Some(json),
+            _ => None,
+        }
     }
 
     /// The error, if this is a failure.
     pub fn error_value(&self) -> Option<&JsonRpcError> {
-        self.payload.as_ref().err()
+        match &self.payload {
+            Payload::Error(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// Whether this is an error response.
+    pub fn is_error(&self) -> bool {
+        matches!(self.payload, Payload::Error(_))
+    }
+
+    /// The result value or the error, by value.
+    pub fn into_payload(self) -> Result<Value, JsonRpcError> {
+        match self.payload {
+            Payload::Value(v) => Ok(v),
+            Payload::Text(json, parsed) => {
+                Ok(parsed.into_inner().unwrap_or_else(|| parse_trusted(&json)))
+            }
+            Payload::Error(e) => Err(e),
+        }
+    }
+
+    /// The result value or the error, to change in place (a text result
+    /// becomes a `Value` first).
+    pub fn payload_mut(&mut self) -> Result<&mut Value, &mut JsonRpcError> {
+        if let Payload::Text(json, parsed) = &mut self.payload {
+            let value = parsed.take().unwrap_or_else(|| parse_trusted(json));
+            self.payload = Payload::Value(value);
+        }
+        match &mut self.payload {
+            Payload::Value(v) => Ok(v),
+            Payload::Error(e) => Err(e),
+            Payload::Text(..) => unreachable!("replaced above"),
+        }
+    }
+
+    /// The wire form: `{"jsonrpc":"2.0","id":…,"result":…}` (or `"error"`),
+    /// compact, a text result copied as it is.
+    pub fn to_vec(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(match &self.payload {
+            Payload::Text(json, _) => json.len() + 48,
+            _ => 128,
+        });
+        out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+        match &self.id {
+            None => out.extend_from_slice(b"null"),
+            Some(RequestId::Number(n)) => out.extend_from_slice(n.to_string().as_bytes()),
+            Some(RequestId::String(s)) => crate::limits::write_json_str(&mut out, s),
+        }
+        match &self.payload {
+            Payload::Value(v) => {
+                out.extend_from_slice(b",\"result\":");
+                crate::limits::write_json(&mut out, v);
+            }
+            Payload::Text(json, _) => {
+                out.extend_from_slice(b",\"result\":");
+                out.extend_from_slice(json.as_bytes());
+            }
+            Payload::Error(e) => {
+                out.extend_from_slice(b",\"error\":");
+                // A struct of strings, numbers and a `Value`: cannot fail.
+                let _ = serde_json::to_writer(&mut out, e);
+            }
+        }
+        out.push(b'}');
+        out
+    }
+}
+
+/// `raw` without line breaks: text with any (whitespace between tokens,
+/// since strings escape them) is written again, compact. A message on an
+/// event stream must fit one `data:` line.
+fn compact(raw: Box<RawValue>) -> Box<RawValue> {
+    if !raw.get().bytes().any(|b| b == b'\n' || b == b'\r') {
+        return raw;
+    }
+    serde_json::from_str::<Value>(raw.get())
+        .ok()
+        .and_then(|v| serde_json::value::to_raw_value(&v).ok())
+        .unwrap_or(raw)
+}
+
+/// Text that is valid JSON by construction; `null` if it were not.
+fn parse_trusted(json: &str) -> Value {
+    serde_json::from_str(json).unwrap_or(Value::Null)
+}
+
+impl fmt::Debug for JsonRpcResponse {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut d = f.debug_struct("JsonRpcResponse");
+        d.field("id", &self.id);
+        match &self.payload {
+            Payload::Value(v) => d.field("result", v),
+            Payload::Text(json, _) => d.field("result", &format_args!("{json}")),
+            Payload::Error(e) => d.field("error", e),
+        };
+        d.finish()
+    }
+}
+
+/// Responses are equal when their ids and their results (as values) or
+/// errors are, whichever form a result is in.
+impl PartialEq for JsonRpcResponse {
+    fn eq(&self, other: &Self) -> bool {
+        if self.id != other.id {
+            return false;
+        }
+        match (&self.payload, &other.payload) {
+            (Payload::Error(a), Payload::Error(b)) => a == b,
+            (Payload::Text(a, _), Payload::Text(b, _)) if a == b => true,
+            (Payload::Error(_), _) | (_, Payload::Error(_)) => false,
+            _ => self.result_value() == other.result_value(),
+        }
     }
 }
 
@@ -320,10 +477,90 @@ impl Serialize for JsonRpcResponse {
         map.serialize_entry("jsonrpc", "2.0")?;
         map.serialize_entry("id", &self.id)?;
         match &self.payload {
-            Ok(result) => map.serialize_entry("result", result)?,
-            Err(error) => map.serialize_entry("error", error)?,
+            Payload::Value(result) => map.serialize_entry("result", result)?,
+            Payload::Text(json, _) => {
+                let raw: &RawValue =
+                    serde_json::from_str(json).map_err(serde::ser::Error::custom)?;
+                map.serialize_entry("result", raw)?
+            }
+            Payload::Error(error) => map.serialize_entry("error", error)?,
         }
         map.end()
+    }
+}
+
+/// A JSON value kept as its compact text, shared by every copy: a task's
+/// result is serialized once, when the handler answers, and every read of
+/// the task copies the text out instead of building a `Value` again.
+///
+/// It serializes and deserializes as the JSON it holds (deserializing needs
+/// `serde_json`'s deserializer). Two texts are equal when they are the same
+/// text or parse to the same value.
+#[derive(Clone)]
+pub struct JsonText(Arc<str>);
+
+impl JsonText {
+    /// The text of `value`, compact (byte for byte what `serde_json` writes).
+    pub fn from_value(value: &Value) -> Self {
+        let mut out = Vec::with_capacity(128);
+        crate::limits::write_json(&mut out, value);
+        // ASCII and whole runs of the value's own strings: always UTF-8.
+        JsonText(Arc::from(std::str::from_utf8(&out).unwrap_or("null")))
+    }
+
+    /// The JSON text.
+    pub fn get(&self) -> &str {
+        &self.0
+    }
+
+    /// The text parsed into a `Value`.
+    pub fn to_value(&self) -> Value {
+        parse_trusted(self.get())
+    }
+}
+
+/// Kept without line breaks (see [`JsonRpcResponse::raw_result`]).
+impl From<Box<RawValue>> for JsonText {
+    fn from(raw: Box<RawValue>) -> Self {
+        JsonText(Arc::from(compact(raw).get()))
+    }
+}
+
+impl From<Value> for JsonText {
+    fn from(value: Value) -> Self {
+        JsonText::from_value(&value)
+    }
+}
+
+impl From<Map<String, Value>> for JsonText {
+    fn from(map: Map<String, Value>) -> Self {
+        JsonText::from_value(&Value::Object(map))
+    }
+}
+
+impl fmt::Debug for JsonText {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.get())
+    }
+}
+
+impl PartialEq for JsonText {
+    fn eq(&self, other: &Self) -> bool {
+        self.get() == other.get() || self.to_value() == other.to_value()
+    }
+}
+
+impl Serialize for JsonText {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        // Valid by construction; checked again since serde needs a `RawValue`.
+        let raw: &RawValue = serde_json::from_str(self.get()).map_err(serde::ser::Error::custom)?;
+        raw.serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for JsonText {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Box::<RawValue>::deserialize(deserializer).map(JsonText::from)
     }
 }
 
@@ -344,8 +581,8 @@ impl<'de> Deserialize<'de> for JsonRpcResponse {
             return Err(D::Error::custom("\"jsonrpc\" must be \"2.0\""));
         }
         let payload = match (raw.result, raw.error) {
-            (Some(r), None) => Ok(r),
-            (None, Some(e)) => Err(e),
+            (Some(r), None) => Payload::Value(r),
+            (None, Some(e)) => Payload::Error(e),
             _ => {
                 return Err(D::Error::custom(
                     "a response has exactly one of \"result\" and \"error\"",

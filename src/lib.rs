@@ -91,7 +91,7 @@ pub use self::http::{McpEndpoint, DEFAULT_BODY_LIMIT};
 pub use client::{resolve_poll_interval, TaskPollDecision};
 pub use context::{TaskId, TaskOwner, TaskResumeContext};
 pub use future::ResponseFuture;
-pub use jsonrpc::{JsonRpcError, JsonRpcRequest, JsonRpcResponse, RequestId};
+pub use jsonrpc::{JsonRpcError, JsonRpcRequest, JsonRpcResponse, JsonText, RequestId};
 pub use layer::{Recovery, TaskLayer, TaskPolicy};
 pub use limits::Limits;
 pub use peer::{ClientPeer, Peer};

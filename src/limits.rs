@@ -112,7 +112,7 @@ pub(crate) fn write_json(out: &mut Vec<u8>, value: &Value) {
 
 /// A JSON string literal, escaped as serde_json does: `\"`, `\\`, the
 /// short forms `\b \t \n \f \r`, and `\u00xx` for other control bytes.
-fn write_json_str(out: &mut Vec<u8>, s: &str) {
+pub(crate) fn write_json_str(out: &mut Vec<u8>, s: &str) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let bytes = s.as_bytes();
     out.push(b'"');

@@ -15,9 +15,9 @@ use tower_service::Service;
 use tracing::{debug, info, warn, Instrument, Span};
 
 use crate::context::{TaskId, TaskOwner, TaskResumeContext};
-use crate::jsonrpc::{JsonRpcError, JsonRpcRequest, JsonRpcResponse, RequestId};
+use crate::jsonrpc::{JsonRpcError, JsonRpcRequest, JsonRpcResponse, JsonText, RequestId};
 use crate::layer::{default_owner, Recovery, TaskPolicy};
-use crate::limits::{json_size, Limits};
+use crate::limits::{json_size, write_json_str, Limits};
 use crate::peer::Peer;
 use crate::protocol::{
     InputRequest, InputResponses, TaskMetadata, TaskStatus, META_CLIENT_CAPABILITIES,
@@ -373,89 +373,58 @@ fn task_id_param(req: &JsonRpcRequest) -> Result<&str, JsonRpcError> {
 }
 
 /// A JSON-RPC error object as JSON, built without serializing it.
-fn error_value(e: JsonRpcError) -> Value {
-    let mut m = Map::new();
-    m.insert("code".into(), Value::from(e.code));
-    m.insert("message".into(), Value::String(e.message));
-    if let Some(data) = e.data {
-        m.insert("data".into(), data);
-    }
-    Value::Object(m)
-}
+/// Deepest nesting of `arguments` or `_meta` a task keeps: its record must
+/// read back through `serde_json`, which stops at 128 levels.
+const MAX_KEPT_DEPTH: usize = 100;
 
-/// A copy of request JSON that a task may have to store.
-///
-/// Kept as JSON text: writing it costs about what counting its size for
-/// [`Limits::max_arguments_bytes`] did, and a call that ends without a task
-/// frees one string instead of a tree. A value nesting too deeply for
-/// `serde_json` to read back (128 levels) is kept as a value.
-pub(crate) enum Kept {
-    Text(String),
-    Value(Value),
-}
-
-impl Kept {
-    /// The copy of `v`, and the size of `v` serialized.
-    pub(crate) fn of(v: &Value) -> (Kept, usize) {
-        let mut bytes = Vec::with_capacity(256);
-        crate::limits::write_json(&mut bytes, v);
-        // Only ASCII and whole runs of the value's own strings: UTF-8.
-        let text = String::from_utf8(bytes).unwrap_or_default();
-        let size = text.len();
-        // Nesting 100 levels takes at least 200 bytes of brackets.
-        if size >= 200 && crate::limits::depth(v) >= 100 {
-            return (Kept::Value(v.clone()), size);
-        }
-        (Kept::Text(text), size)
+/// A copy of request JSON that a task may have to store, as text, or
+/// `None` if it nests deeper than [`MAX_KEPT_DEPTH`].
+fn keep(v: &Value) -> Option<JsonText> {
+    let text = JsonText::from_value(v);
+    // Nesting 100 levels takes at least 200 bytes of brackets.
+    if text.get().len() >= 2 * MAX_KEPT_DEPTH && crate::limits::depth(v) >= MAX_KEPT_DEPTH {
+        return None;
     }
-
-    /// The value again.
-    pub(crate) fn into_value(self) -> Value {
-        match self {
-            // Text written by `Kept::of` from a value that nests less than
-            // 100 levels: it always reads back, to the same value.
-            Kept::Text(text) => serde_json::from_str(&text).unwrap_or(Value::Null),
-            Kept::Value(v) => v,
-        }
-    }
+    Some(text)
 }
 
 /// A `tools/call`'s `arguments` (`None` when absent) and `_meta`, kept for
 /// the task the call may become, and their serialized size (absent
 /// `arguments` count as `null`, as before).
 pub(crate) struct KeptCall {
-    pub(crate) arguments: Option<Kept>,
-    pub(crate) meta: Option<Kept>,
+    pub(crate) arguments: Option<JsonText>,
+    pub(crate) meta: Option<JsonText>,
     pub(crate) size: usize,
 }
 
 impl KeptCall {
-    pub(crate) fn of(req: &JsonRpcRequest) -> Self {
-        let params = req.params_object();
-        let Some(params) = params else {
-            return KeptCall {
-                arguments: None,
-                meta: None,
-                size: 0,
-            };
+    /// The copies, or the error for a call nesting too deeply to keep.
+    pub(crate) fn of(req: &JsonRpcRequest) -> Result<Self, JsonRpcError> {
+        let mut kept = KeptCall {
+            arguments: None,
+            meta: None,
+            size: 0,
         };
-        let (arguments, mut size) = match params.get("arguments") {
-            Some(a) => {
-                let (kept, n) = Kept::of(a);
-                (Some(kept), n)
-            }
-            None => (None, "null".len()),
+        let Some(params) = req.params_object() else {
+            return Ok(kept);
         };
-        let meta = params.get("_meta").map(|m| {
-            let (kept, n) = Kept::of(m);
-            size += n;
-            kept
-        });
-        KeptCall {
-            arguments,
-            meta,
-            size,
+        let too_deep = |what: &str| {
+            JsonRpcError::invalid_params(format!(
+                "{what} nests deeper than {MAX_KEPT_DEPTH} levels, too deep to keep for a task"
+            ))
+        };
+        kept.size = "null".len();
+        if let Some(a) = params.get("arguments") {
+            let text = keep(a).ok_or_else(|| too_deep("arguments"))?;
+            kept.size = text.get().len();
+            kept.arguments = Some(text);
         }
+        if let Some(m) = params.get("_meta") {
+            let text = keep(m).ok_or_else(|| too_deep("_meta"))?;
+            kept.size += text.get().len();
+            kept.meta = Some(text);
+        }
+        Ok(kept)
     }
 }
 
@@ -934,7 +903,7 @@ impl Shared {
     }
 
     /// The 2026-07-28 view of a record, as the typed model; the wire body
-    /// is built by [`Shared::detailed_value`], which a test holds to it.
+    /// is written by [`detailed_json`], which a test holds to it.
     #[cfg(test)]
     pub(crate) fn detailed(&self, r: &TaskRecord) -> crate::protocol::DetailedTask {
         use crate::protocol::DetailedTask;
@@ -950,7 +919,11 @@ impl Shared {
             ),
             TaskStatus::Completed => match &r.outcome {
                 Some(TaskOutcome::Result(result)) => {
-                    DetailedTask::completed(metadata, result.clone())
+                    let result = match result.to_value() {
+                        Value::Object(m) => m,
+                        _ => Map::new(),
+                    };
+                    DetailedTask::completed(metadata, result)
                 }
                 _ => DetailedTask::completed(metadata, Map::new()),
             },
@@ -962,89 +935,10 @@ impl Shared {
         }
     }
 
-    /// The 2026-07-28 body of a record, built field by field (the same
-    /// JSON as serializing [`Shared::detailed`], without serde's buffering of
-    /// a flattened, tagged enum), with `resultType` when given.
+    /// The 2026-07-28 body of a record as a value, with `resultType` when
+    /// given: [`Shared::detailed_json`] parsed.
     fn detailed_value(&self, r: &TaskRecord, result_type: Option<&str>) -> Value {
-        self.detailed_body(r, None, result_type)
-    }
-
-    /// [`Shared::detailed_value`] of a record this read holds the only
-    /// handle to (one the store rebuilt for it): its result or error moves
-    /// into the body instead of being copied.
-    fn detailed_value_owned(&self, r: Arc<TaskRecord>, result_type: Option<&str>) -> Value {
-        match Arc::try_unwrap(r) {
-            Ok(mut r) => {
-                let outcome = r.outcome.take();
-                self.detailed_body(&r, Some(outcome), result_type)
-            }
-            Err(r) => self.detailed_body(&r, None, result_type),
-        }
-    }
-
-    /// The body of `r`, its outcome taken from `outcome` when given (`r`'s
-    /// own is then ignored), else copied from `r`.
-    fn detailed_body(
-        &self,
-        r: &TaskRecord,
-        outcome: Option<Option<TaskOutcome>>,
-        result_type: Option<&str>,
-    ) -> Value {
-        let outcome = match outcome {
-            Some(taken) => taken,
-            None => match (r.status, &r.outcome) {
-                (TaskStatus::Completed | TaskStatus::Failed, Some(o)) => Some(o.clone()),
-                _ => None,
-            },
-        };
-        let mut m = Map::new();
-        if let Some(rt) = result_type {
-            m.insert("resultType".into(), Value::String(rt.into()));
-        }
-        m.insert("taskId".into(), Value::String(r.id.clone()));
-        m.insert("status".into(), Value::String(r.status.as_str().into()));
-        if let Some(msg) = &r.status_message {
-            m.insert("statusMessage".into(), Value::String(msg.clone()));
-        }
-        m.insert("createdAt".into(), Value::String(rfc3339(r.created_at_ms)));
-        m.insert(
-            "lastUpdatedAt".into(),
-            Value::String(rfc3339(r.updated_at_ms)),
-        );
-        m.insert("ttlMs".into(), r.ttl_ms.map_or(Value::Null, Value::from));
-        if let Some(p) = r.poll_interval_ms {
-            m.insert("pollIntervalMs".into(), Value::from(p));
-        }
-        match (r.status, outcome) {
-            (TaskStatus::InputRequired, _) => {
-                let reqs: Map<String, Value> = r
-                    .input_requests
-                    .iter()
-                    .map(|(k, p)| {
-                        (
-                            k.clone(),
-                            serde_json::to_value(&p.request).unwrap_or_default(),
-                        )
-                    })
-                    .collect();
-                m.insert("inputRequests".into(), Value::Object(reqs));
-            }
-            (TaskStatus::Completed, Some(TaskOutcome::Result(result))) => {
-                m.insert("result".into(), Value::Object(result));
-            }
-            (TaskStatus::Completed, _) => {
-                m.insert("result".into(), Value::Object(Map::new()));
-            }
-            (TaskStatus::Failed, Some(TaskOutcome::Error(e))) => {
-                m.insert("error".into(), error_value(e));
-            }
-            (TaskStatus::Failed, _) => {
-                let e = JsonRpcError::internal("the task failed");
-                m.insert("error".into(), serde_json::to_value(e).unwrap_or_default());
-            }
-            _ => {}
-        }
-        Value::Object(m)
+        serde_json::from_slice(&detailed_json(r, result_type)).unwrap_or_default()
     }
 
     // ----- tasks/get, tasks/update, tasks/cancel (2026-07-28) -----
@@ -1059,11 +953,14 @@ impl Shared {
                 .await?
                 .ok_or_else(task_not_found)?;
             Ok(match era {
-                Era::Legacy => serde_json::to_value(self.legacy_task(&record)).unwrap_or_default(),
-                _ => self.detailed_value_owned(record, Some("complete")),
+                Era::Legacy => serde_json::to_vec(&self.legacy_task(&record)).unwrap_or_default(),
+                _ => detailed_json(&record, Some("complete")),
             })
         };
-        reply(id, answer.await)
+        match answer.await {
+            Ok(json) => text_reply(id, json),
+            Err(e) => JsonRpcResponse::error(id, e),
+        }
     }
 
     // ----- tasks/result and tasks/list (2025-11-25) -----
@@ -1115,7 +1012,10 @@ impl Shared {
             notified = Some((record.status, record.version));
             match (record.status, &record.outcome) {
                 (TaskStatus::Completed | TaskStatus::Failed, Some(TaskOutcome::Result(result))) => {
-                    let mut result = result.clone();
+                    let mut result = match JsonText::to_value(result) {
+                        Value::Object(m) => m,
+                        _ => Map::new(),
+                    };
                     let meta = result
                         .entry("_meta")
                         .or_insert_with(|| Value::Object(Map::new()));
@@ -1481,10 +1381,13 @@ impl Shared {
         }
     }
 
-    fn create_result(&self, r: &TaskRecord) -> Value {
+    /// The answer to the `tools/call` that made the task, as JSON text.
+    fn create_result(&self, r: &TaskRecord) -> Vec<u8> {
         match r.era {
-            Era::Legacy => json!({ "task": self.legacy_task(r) }),
-            _ => self.detailed_value(r, Some("task")),
+            Era::Legacy => {
+                serde_json::to_vec(&json!({ "task": self.legacy_task(r) })).unwrap_or_default()
+            }
+            _ => detailed_json(r, Some("task")),
         }
     }
 
@@ -1710,22 +1613,24 @@ impl Shared {
             }
         };
         let now = self.now_ms();
-        let arguments = call
-            .kept
-            .arguments
-            .map_or_else(|| json!({}), Kept::into_value);
         let mut record = TaskRecord::new(
             task_id,
             call.era,
             call.name,
-            arguments,
+            Value::Null,
             now,
             self.cfg.ttl_ms(call.requested_ttl),
         )
         .with_owner(call.owner);
+        // Absent arguments are kept as `{}`.
+        record.arguments = Some(
+            call.kept
+                .arguments
+                .unwrap_or_else(|| JsonText::from_value(&json!({}))),
+        );
         record.poll_interval_ms =
             Some(u64::try_from(self.cfg.poll_interval.as_millis()).unwrap_or(u64::MAX));
-        record.meta = call.kept.meta.map(Kept::into_value);
+        record.meta = call.kept.meta;
         // Answers given before the task existed seed the task's answers, so a
         // handler resumed from the top finds them again.
         record.input_responses = call.input_responses;
@@ -1757,14 +1662,18 @@ impl Shared {
             state_only: 0,
         };
         Box::pin(self.drive(svc, record.id.clone(), local, fut, turn, record.era)).await;
-        Ok(JsonRpcResponse::result(call.id, created))
+        Ok(text_reply(call.id, created))
     }
 
     /// The `tools/call` that re-invokes the handler from the top.
     fn resume_request(&self, r: &TaskRecord, token: &CancellationToken) -> JsonRpcRequest {
         let mut params = Map::new();
         params.insert("name".into(), Value::String(r.tool_name.clone()));
-        params.insert("arguments".into(), r.arguments.clone());
+        let arguments = r
+            .arguments
+            .as_ref()
+            .map_or_else(|| json!({}), JsonText::to_value);
+        params.insert("arguments".into(), arguments.clone());
         if !r.input_responses.is_empty() {
             let answers: Map<String, Value> = r
                 .input_responses
@@ -1777,19 +1686,16 @@ impl Shared {
             params.insert("requestState".into(), Value::String(state.clone()));
         }
         if let Some(meta) = &r.meta {
-            params.insert("_meta".into(), meta.clone());
+            params.insert("_meta".into(), meta.to_value());
         }
         let mut req = JsonRpcRequest::new(
             format!("mcp-task-layer:{}:{}", r.id, r.round),
             "tools/call",
             Value::Object(params),
         );
-        let context = TaskResumeContext::new(
-            r.tool_name.clone(),
-            r.arguments.clone(),
-            r.input_responses.clone(),
-        )
-        .with_cancellation_token(token.clone());
+        let context =
+            TaskResumeContext::new(r.tool_name.clone(), arguments, r.input_responses.clone())
+                .with_cancellation_token(token.clone());
         req.extensions.insert(context);
         req.extensions.insert(token.clone());
         req.extensions.insert(TaskId(r.id.clone()));
@@ -1979,11 +1885,10 @@ impl Shared {
             };
             let mut reinvoke = false;
             match &answer {
-                Answer::Result(result) => {
+                Answer::Result(result, tool_error) => {
                     // 2025-11-25 marks a tool error `failed` (R69); 2026-07-28
                     // keeps it `completed` (R22).
-                    let tool_error = result.get("isError") == Some(&Value::Bool(true));
-                    let status = if tool_error && record.era == Era::Legacy {
+                    let status = if *tool_error && record.era == Era::Legacy {
                         TaskStatus::Failed
                     } else {
                         TaskStatus::Completed
@@ -2098,7 +2003,8 @@ async fn poll_once<E>(fut: &mut InnerFuture<E>) -> Option<Result<JsonRpcResponse
 
 /// What a handler's answer means for its task.
 enum Answer {
-    Result(Map<String, Value>),
+    /// The result object as stored, and whether it is a tool error.
+    Result(JsonText, bool),
     Error(JsonRpcError),
     Input {
         requests: std::collections::BTreeMap<String, InputRequest>,
@@ -2111,7 +2017,7 @@ impl Answer {
     /// A result or error too large to store fails the task instead.
     fn bounded(self, max_bytes: usize) -> Self {
         let size = match &self {
-            Answer::Result(r) => r.iter().map(|(k, v)| k.len() + json_size(v)).sum(),
+            Answer::Result(r, _) => r.get().len(),
             Answer::Error(e) => e.message.len() + e.data.as_ref().map_or(0, json_size),
             Answer::Input { requests, .. } => requests
                 .values()
@@ -2136,10 +2042,10 @@ impl Answer {
     fn from_output<E>(out: Result<JsonRpcResponse, E>) -> Self {
         let value = match out {
             Err(_) => return Answer::Error(JsonRpcError::internal("the tool's service failed")),
-            Ok(JsonRpcResponse {
-                payload: Err(e), ..
-            }) => return Answer::Error(e),
-            Ok(JsonRpcResponse { payload: Ok(v), .. }) => v,
+            Ok(resp) => match resp.into_payload() {
+                Err(e) => return Answer::Error(e),
+                Ok(v) => v,
+            },
         };
         let Value::Object(mut result) = value else {
             return Answer::Error(JsonRpcError::internal(
@@ -2147,7 +2053,8 @@ impl Answer {
             ));
         };
         if result.get("resultType").and_then(Value::as_str) != Some("input_required") {
-            return Answer::Result(result);
+            let tool_error = result.get("isError") == Some(&Value::Bool(true));
+            return Answer::Result(JsonText::from(result), tool_error);
         }
         let state = match result.remove("requestState") {
             Some(Value::String(s)) => Some(s),
@@ -2177,6 +2084,115 @@ impl Answer {
     }
 }
 
+/// A success whose result this crate wrote; `null` if it were not UTF-8
+/// (it always is: JSON text from `serde_json` and [`write_json`]).
+fn text_reply(id: Option<RequestId>, json: Vec<u8>) -> JsonRpcResponse {
+    let text = String::from_utf8(json).unwrap_or_else(|_| String::from("null"));
+    JsonRpcResponse::trusted_text(id, text)
+}
+
+/// `ms` as a quoted RFC 3339 timestamp, as [`rfc3339`] writes it.
+fn write_rfc3339(out: &mut Vec<u8>, ms: i64) {
+    out.push(b'"');
+    match rfc3339_digits(ms) {
+        Some(digits) => out.extend_from_slice(&digits),
+        None => out.extend_from_slice(rfc3339_formatted(ms).as_bytes()),
+    }
+    out.push(b'"');
+}
+
+/// `n` in decimal.
+fn write_u64(out: &mut Vec<u8>, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        // A digit: `n % 10 < 10`.
+        digits[at] = b'0' + u8::try_from(n % 10).unwrap_or(0);
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[at..]);
+}
+
+/// The 2026-07-28 body of a record (`DetailedTask`), with `resultType`
+/// when given, written field by field: the stored result text is copied in
+/// as it is. The same JSON as serializing [`Shared::detailed`] (a test
+/// holds them together).
+fn detailed_json(r: &TaskRecord, result_type: Option<&str>) -> Vec<u8> {
+    // Room for everything but input requests and errors: one allocation.
+    let extra = match &r.outcome {
+        Some(TaskOutcome::Result(text)) => text.get().len(),
+        _ => 0,
+    } + r.id.len()
+        + r.status_message.as_ref().map_or(0, String::len);
+    let mut out = Vec::with_capacity(256 + extra);
+    out.push(b'{');
+    if let Some(rt) = result_type {
+        out.extend_from_slice(b"\"resultType\":");
+        write_json_str(&mut out, rt);
+        out.push(b',');
+    }
+    out.extend_from_slice(b"\"taskId\":");
+    write_json_str(&mut out, &r.id);
+    out.extend_from_slice(b",\"status\":");
+    write_json_str(&mut out, r.status.as_str());
+    if let Some(msg) = &r.status_message {
+        out.extend_from_slice(b",\"statusMessage\":");
+        write_json_str(&mut out, msg);
+    }
+    out.extend_from_slice(b",\"createdAt\":");
+    write_rfc3339(&mut out, r.created_at_ms);
+    out.extend_from_slice(b",\"lastUpdatedAt\":");
+    write_rfc3339(&mut out, r.updated_at_ms);
+    out.extend_from_slice(b",\"ttlMs\":");
+    match r.ttl_ms {
+        Some(ttl) => write_u64(&mut out, ttl),
+        None => out.extend_from_slice(b"null"),
+    }
+    if let Some(p) = r.poll_interval_ms {
+        out.extend_from_slice(b",\"pollIntervalMs\":");
+        write_u64(&mut out, p);
+    }
+    match (r.status, &r.outcome) {
+        (TaskStatus::InputRequired, _) => {
+            out.extend_from_slice(b",\"inputRequests\":{");
+            for (i, (key, pending)) in r.input_requests.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_json_str(&mut out, key);
+                out.push(b':');
+                // Strings and JSON values only: cannot fail.
+                let _ = serde_json::to_writer(&mut out, &pending.request);
+            }
+            out.push(b'}');
+        }
+        (TaskStatus::Completed, Some(TaskOutcome::Result(result))) => {
+            out.extend_from_slice(b",\"result\":");
+            out.extend_from_slice(result.get().as_bytes());
+        }
+        (TaskStatus::Completed, _) => out.extend_from_slice(b",\"result\":{}"),
+        (TaskStatus::Failed, outcome) => {
+            let fallback;
+            let error = match outcome {
+                Some(TaskOutcome::Error(e)) => e,
+                _ => {
+                    fallback = JsonRpcError::internal("the task failed");
+                    &fallback
+                }
+            };
+            out.extend_from_slice(b",\"error\":");
+            let _ = serde_json::to_writer(&mut out, error);
+        }
+        _ => {}
+    }
+    out.push(b'}');
+    out
+}
+
 /// `r.next_version(now_ms)` for a write that [`finish`]es the task: what
 /// `finish` clears (arguments, `_meta`, answers, request state, outcome,
 /// lease) is not copied.
@@ -2193,7 +2209,7 @@ fn next_finished(r: &TaskRecord, now_ms: i64) -> TaskRecord {
         poll_interval_ms: r.poll_interval_ms,
         version: r.version + 1,
         tool_name: r.tool_name.clone(),
-        arguments: Value::Null,
+        arguments: None,
         meta: None,
         request_state: None,
         round: r.round,
@@ -2219,7 +2235,7 @@ fn finish(
     next.input_requests.clear();
     next.issued_keys.clear();
     next.input_responses.clear();
-    next.arguments = Value::Null;
+    next.arguments = None;
     next.meta = None;
     next.request_state = None;
     next.lease = None;
@@ -2251,7 +2267,7 @@ fn expose_keys(next: &mut TaskRecord, requests: &std::collections::BTreeMap<Stri
 /// 2026-07-28 call did not declare (R39).
 fn undeclared(
     era: Era,
-    meta: Option<&Value>,
+    meta: Option<&JsonText>,
     requests: &std::collections::BTreeMap<String, InputRequest>,
 ) -> Option<JsonRpcError> {
     // 2025-11-25 clients declare capabilities once, at `initialize`, which
@@ -2259,7 +2275,8 @@ fn undeclared(
     if era != Era::Modern {
         return None;
     }
-    let caps = meta.and_then(|m| m.get(META_CLIENT_CAPABILITIES));
+    let meta = meta.map(JsonText::to_value);
+    let caps = meta.as_ref().and_then(|m| m.get(META_CLIENT_CAPABILITIES));
     for request in requests.values() {
         let declared = request
             .required_capability()
@@ -2364,7 +2381,7 @@ mod tests {
         let mut r = TaskRecord::new("t", Era::Modern, "tool", json!({"a": 1}), 5, Some(9))
             .with_owner(Some("o".into()));
         r.status_message = Some("m".into());
-        r.meta = Some(json!({"k": true}));
+        r.meta = Some(JsonText::from_value(&json!({"k": true})));
         r.request_state = Some("s".into());
         r.round = 3;
         r.issued_keys.insert("q".into());
@@ -2401,13 +2418,14 @@ mod tests {
             json!({"text": "h\u{e9}llo \"q\" \n\u{1}", "n": -12, "f": 0.1, "big": 1e300}),
             json!(null),
             json!([]),
-            deep,
         ];
         for v in values {
-            let (kept, size) = Kept::of(&v);
-            assert_eq!(size, crate::limits::json_size(&v));
-            assert_eq!(kept.into_value(), v);
+            let kept = keep(&v).unwrap();
+            assert_eq!(kept.get().len(), crate::limits::json_size(&v));
+            assert_eq!(kept.to_value(), v);
         }
+        // Too deep to read back from a durable store: refused.
+        assert!(keep(&deep).is_none());
     }
 
     #[test]
@@ -2480,12 +2498,9 @@ mod tests {
         cases.push(ir);
         let mut done = r.clone();
         done.status = TaskStatus::Completed;
-        done.outcome = Some(TaskOutcome::Result(
-            json!({"content": [], "isError": true})
-                .as_object()
-                .cloned()
-                .unwrap_or_default(),
-        ));
+        done.outcome = Some(TaskOutcome::Result(JsonText::from_value(
+            &json!({"content": [{"type": "text", "text": "a \"q\" \u{7}"}], "isError": true}),
+        )));
         cases.push(done);
         let mut failed = r.clone();
         failed.status = TaskStatus::Failed;

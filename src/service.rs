@@ -206,7 +206,10 @@ where
         }
         // The copy a task would store, made once: its length is the size
         // the limit is about.
-        let kept = KeptCall::of(&req);
+        let kept = match KeptCall::of(&req) {
+            Ok(kept) => kept,
+            Err(e) => return answer(JsonRpcResponse::error(req.id, e)),
+        };
         if let Err(e) = self.shared.cfg.limits.check_arguments(kept.size) {
             return answer(JsonRpcResponse::error(req.id, e));
         }

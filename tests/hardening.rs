@@ -244,9 +244,9 @@ fn ends_as_its_handler_answered(tool: &str, body: &Value) -> bool {
 
 async fn observe(c: &Client, id: &str, s: &mut Seen) {
     let r = c.get(id).await;
-    let Ok(body) = &r.payload else {
+    let Some(body) = r.result_value() else {
         // Only expiry may make a task unknown to its owner; TTL is an hour.
-        panic!("own task {id} became unknown: {:?}", r.payload);
+        panic!("own task {id} became unknown: {:?}", r.error_value());
     };
     let status = body["status"].as_str().unwrap();
     if let Some(t) = &s.terminal {

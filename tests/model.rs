@@ -218,3 +218,68 @@ fn request_decoding_gives_the_exact_jsonrpc_error() {
     ))
     .unwrap();
 }
+
+#[test]
+fn a_text_result_reads_writes_and_compares_like_its_value() {
+    use mcp_task_layer::{JsonRpcResponse, JsonText, RequestId};
+    use serde_json::value::RawValue;
+
+    let value = json!({"content": [{"type": "text", "text": "é \"q\" \u{1}"}], "n": 1.5});
+    let text = serde_json::to_string(&value).unwrap();
+    let raw = |s: &str| RawValue::from_string(s.to_owned()).unwrap();
+    let by_value = JsonRpcResponse::result(Some(RequestId::from("a")), value.clone());
+    let by_text = JsonRpcResponse::raw_result(Some(RequestId::from("a")), raw(&text));
+
+    assert_eq!(by_text.result_text(), Some(text.as_str()));
+    assert_eq!(by_value.result_text(), None);
+    assert_eq!(by_text.result_value(), Some(&value));
+    assert!(!by_text.is_error());
+    assert_eq!(by_text, by_value);
+    // The wire form copies the text as it is, and equals serde's.
+    assert_eq!(by_text.to_vec(), serde_json::to_vec(&by_value).unwrap());
+    assert_eq!(by_text.to_vec(), by_value.to_vec());
+    assert_eq!(serde_json::to_vec(&by_text).unwrap(), by_value.to_vec());
+    let back: JsonRpcResponse = serde_json::from_slice(&by_text.to_vec()).unwrap();
+    assert_eq!(back, by_value);
+    assert_eq!(by_text.clone().into_payload(), Ok(value.clone()));
+
+    // Changing it in place turns it into a value.
+    let mut edited = by_text.clone();
+    edited.payload_mut().unwrap()["n"] = json!(2);
+    assert_eq!(edited.result_text(), None);
+    assert_eq!(edited.result_value().unwrap()["n"], 2);
+    assert_ne!(edited, by_text);
+
+    // Line breaks between tokens go (one SSE `data:` line per message);
+    // those escaped inside strings stay.
+    let pretty = serde_json::to_string_pretty(&json!({"a": "x\ny", "b": [1, 2]})).unwrap();
+    let compacted = JsonRpcResponse::raw_result(None, raw(&pretty));
+    assert_eq!(compacted.result_text(), Some(r#"{"a":"x\ny","b":[1,2]}"#));
+    assert!(!compacted.to_vec().contains(&b'\n'));
+    assert_eq!(
+        std::str::from_utf8(&compacted.to_vec()).unwrap(),
+        r#"{"jsonrpc":"2.0","id":null,"result":{"a":"x\ny","b":[1,2]}}"#
+    );
+
+    // Errors and numeric ids.
+    let error = JsonRpcResponse::error(Some(RequestId::from(7)), JsonRpcError::internal("x"));
+    assert_eq!(error.to_vec(), serde_json::to_vec(&error).unwrap());
+    assert!(error.is_error() && error.result_value().is_none());
+    assert_ne!(error, by_value);
+
+    // JsonText: shared text, equal by text or by value, serde as the JSON.
+    let a = JsonText::from_value(&value);
+    assert_eq!(a.get(), text);
+    assert_eq!(a.to_value(), value);
+    let spaced: JsonText = serde_json::from_str(
+        r#"{ "n" : 1.5 , "content" : [{"type":"text","text":"é \"q\" \u0001"}] }"#,
+    )
+    .unwrap();
+    assert_eq!(spaced, a);
+    assert_ne!(JsonText::from_value(&json!({"n": 2})), a);
+    assert_eq!(serde_json::to_string(&a).unwrap(), text);
+    assert_eq!(
+        serde_json::to_string(&json!({"outcome": a.to_value()})).unwrap(),
+        format!(r#"{{"outcome":{text}}}"#)
+    );
+}

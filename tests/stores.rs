@@ -113,6 +113,7 @@ async fn replicas_share_one_table<S: TaskStore + Clone>(replicas: Vec<S>) {
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 async fn records_round_trip_exactly<S: TaskStore>(store: S) {
     use mcp_task_layer::store::TaskOutcome;
+    use mcp_task_layer::JsonText;
     use mcp_task_layer::TaskStatus;
 
     let mut r = TaskRecord::new(
@@ -131,18 +132,17 @@ async fn records_round_trip_exactly<S: TaskStore>(store: S) {
     r.status = TaskStatus::Completed;
     r.status_message = Some("done\nnewline".into());
     r.poll_interval_ms = Some(250);
-    r.meta = Some(json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28"}));
+    r.meta = Some(JsonText::from_value(
+        &json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28"}),
+    ));
     r.request_state = Some("opaque\u{0}state".into());
     r.round = 3;
     r.issued_keys.insert("name".into());
     r.issued_keys.insert("name.2".into());
     r.cancel_requested = true;
-    r.outcome = Some(TaskOutcome::Result(
-        json!({"content": [{"type": "text", "text": "\u{0}"}], "isError": false})
-            .as_object()
-            .cloned()
-            .unwrap(),
-    ));
+    r.outcome = Some(TaskOutcome::Result(JsonText::from_value(
+        &json!({"content": [{"type": "text", "text": "\u{0}"}], "isError": false}),
+    )));
     store.create(r.clone()).await.unwrap();
     let got = store.get("fidelity", T0).await.unwrap().unwrap();
     assert_eq!(*got, r);
@@ -520,7 +520,7 @@ mod restart {
             let mut req = JsonRpcRequest::new(self.next, method, params);
             req.extensions.insert(TaskOwner::new("alice"));
             let resp = self.svc.clone().oneshot(req).await.unwrap();
-            match resp.payload {
+            match resp.into_payload() {
                 Ok(v) => v,
                 Err(e) => panic!("{method} failed: {e:?}"),
             }

@@ -232,12 +232,40 @@ pub fn completed_record(id: String, now_ms: i64, ttl_ms: Option<u64>) -> TaskRec
     r.status = TaskStatus::Completed;
     r.poll_interval_ms = Some(1000);
     r.version = 2;
-    r.outcome = Some(TaskOutcome::Result(result_100b()));
+    r.outcome = Some(TaskOutcome::Result(result_100b().into()));
     r
 }
 
 /// The `taskId` of a `tools/call` answer that made a task.
+///
+/// Read from the answer's text when it carries one, as a transport would
+/// see it, without building a `Value`.
 pub fn task_id_of(resp: &JsonRpcResponse) -> String {
+    #[derive(serde::Deserialize)]
+    struct Created<'a> {
+        #[serde(rename = "resultType")]
+        result_type: &'a str,
+        #[serde(rename = "taskId")]
+        task_id: &'a str,
+    }
+    if let Some(text) = resp.result_text() {
+        // The layer writes `"resultType":"task","taskId":"…"` first; a
+        // full parse (still checked in debug builds) would cost the bench
+        // more than the layer's answer did.
+        if let Some(id) = text
+            .strip_prefix(r#"{"resultType":"task","taskId":""#)
+            .and_then(|rest| rest.split('"').next())
+        {
+            debug_assert_eq!(
+                serde_json::from_str::<Created<'_>>(text).unwrap().task_id,
+                id
+            );
+            return id.to_owned();
+        }
+        let created: Created<'_> = serde_json::from_str(text).expect("a task");
+        assert_eq!(created.result_type, "task", "not a task: {text}");
+        return created.task_id.to_owned();
+    }
     let v = resp.result_value().expect("a result");
     assert_eq!(v["resultType"], "task", "not a task: {v}");
     v["taskId"].as_str().expect("a taskId").to_owned()

@@ -222,7 +222,7 @@ impl Caller {
             wire.get("result").is_some() != wire.get("error").is_some(),
             "{method}: exactly one of result and error: {wire}"
         );
-        if let Err(e) = &resp.payload {
+        if let Some(e) = resp.error_value() {
             assert!(
                 !e.message.is_empty(),
                 "{method}: an error without a message"
@@ -240,7 +240,7 @@ impl Caller {
     }
 
     async fn get_ok(&mut self, task: &str) -> Value {
-        match self.get(task, true).await.payload {
+        match self.get(task, true).await.into_payload() {
             Ok(v) => v,
             Err(e) => panic!("tasks/get of live task {task}: {e:?}"),
         }
@@ -319,7 +319,8 @@ async fn drive(params: Value) {
         "another owner's update was accepted: {foreign:?}"
     );
     assert_eq!(
-        foreign.payload, unknown.payload,
+        foreign.into_payload(),
+        unknown.into_payload(),
         "a foreign task id answers differently from an unknown one"
     );
     assert_eq!(
@@ -331,7 +332,7 @@ async fn drive(params: Value) {
     // The owner's update.
     let update = c.send(OWNER, "tasks/update", prepare(&params, &task)).await;
     let after = c.get_ok(&task).await;
-    match &update.payload {
+    match update.into_payload() {
         Err(e) => {
             assert!(
                 matches!(e.code, -32602 | -32021 | -32601),
@@ -340,7 +341,7 @@ async fn drive(params: Value) {
             assert_eq!(after, before, "a refused tasks/update changed the task");
         }
         Ok(v) => {
-            assert_eq!(v, &json!({ "resultType": "complete" }), "tasks/update ack");
+            assert_eq!(v, json!({ "resultType": "complete" }), "tasks/update ack");
             let status = after["status"].as_str().unwrap_or_default();
             assert!(
                 matches!(
@@ -360,7 +361,7 @@ async fn drive(params: Value) {
 
     // The same params as a tools/call.
     let call = c.send(OWNER, "tools/call", prepare(&params, &task)).await;
-    match &call.payload {
+    match call.into_payload() {
         Err(e) => assert!(
             matches!(e.code, -32602 | -32021 | -32601),
             "tools/call: unexpected error {e:?}"

@@ -296,7 +296,7 @@ where
                 .oneshot(req)
                 .await
                 .map_err(|e| ClientError::Service(e.into()))?;
-            resp.payload.map_err(ClientError::Rpc)
+            resp.into_payload().map_err(ClientError::Rpc)
         }
     }
 

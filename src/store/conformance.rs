@@ -21,6 +21,7 @@ use std::sync::Arc;
 use serde_json::json;
 
 use super::{Era, Error, Lease, TaskOutcome, TaskRecord, TaskStore};
+use crate::jsonrpc::JsonText;
 use crate::protocol::TaskStatus;
 
 const T0: i64 = 1_767_225_600_000; // 2026-01-01T00:00:00Z
@@ -85,12 +86,9 @@ pub async fn replace_is_compare_and_set<S: TaskStore>(store: S) {
     store.create(r.clone()).await.expect("create");
     let mut next = r.next_version(T0 + 5);
     next.status = TaskStatus::Completed;
-    next.outcome = Some(TaskOutcome::Result(
-        json!({"content": []})
-            .as_object()
-            .cloned()
-            .unwrap_or_default(),
-    ));
+    next.outcome = Some(TaskOutcome::Result(JsonText::from_value(
+        &json!({"content": [], "text": "é \u{1} \"q\""}),
+    )));
     store
         .replace(next.clone(), 1)
         .await
@@ -318,7 +316,7 @@ pub async fn orphans_are_working_tasks_whose_lease_ran_out<S: TaskStore>(store: 
     let done = store.get("done", T0).await.expect("get").expect("done");
     let mut next = done.next_version(T0 + 500);
     next.status = TaskStatus::Completed;
-    next.outcome = Some(TaskOutcome::Result(serde_json::Map::new()));
+    next.outcome = Some(TaskOutcome::Result(JsonText::from_value(&json!({}))));
     store.replace(next, 1).await.expect("finish");
 
     let now = T0 + 5_000;

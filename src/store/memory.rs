@@ -1,14 +1,11 @@
 //! The in-memory store: sharded, with an expiry index and an owner index.
 
-use std::borrow::Borrow;
 use std::cmp::Ordering;
-use std::collections::hash_map::RandomState;
+use std::collections::hash_map::Entry;
 use std::collections::{BTreeSet, HashMap};
 use std::fmt;
 use std::hash::{BuildHasher, Hash, Hasher};
 use std::sync::{Arc, PoisonError, RwLock};
-
-use serde_json::Value;
 
 use super::{BoxFuture, Era, Error, Result, TaskOutcome, TaskRecord, TaskStore};
 use crate::protocol::TaskStatus;
@@ -50,51 +47,72 @@ pub struct MemoryStore {
 struct Inner {
     shards: Box<[RwLock<Shard>]>,
     owners: Box<[RwLock<OwnerIndex>]>,
-    hasher: RandomState,
+    hasher: Hasher64,
 }
 
 /// Owner key → `(created_at_ms, id)` of each of its records.
 type OwnerIndex = HashMap<Option<String>, BTreeSet<(i64, Id)>>;
 
+/// Task ids are the layer's 128 random bits, never the client's choice, so
+/// a fast seeded hash will do (SipHash cost ~200 instructions per id, and a
+/// task's life hashes its id half a dozen times).
+type Hasher64 = foldhash::fast::RandomState;
+
 #[derive(Debug, Default)]
 struct Shard {
-    tasks: HashMap<Id, Slot>,
+    tasks: HashMap<Id, Slot, Hasher64>,
     /// `(expires_at_ms, id)` for every record with a TTL.
     expiry: BTreeSet<(i64, Id)>,
 }
 
-/// A task id, allocated once and shared by a shard's map and both indexes.
+/// A short string kept inline: a task id (the layer's are 32 bytes), a tool
+/// or owner name. Longer ones are allocated once and shared by every copy.
 ///
-/// It orders, compares and hashes exactly like the string it holds. The
-/// first 16 bytes are kept inline (zero-padded), so most index comparisons
-/// never read the heap: two ids whose padded heads differ compare like their
-/// heads, since the first differing byte is a real byte of at least one of
-/// them; only equal heads fall back to the full strings.
+/// Reading one inline touches no other memory: with a million tasks, every
+/// pointer a read follows is a likely cache miss, and a shard's map compares
+/// the id it finds with the one asked for. Ids hash, compare and order by
+/// their bytes (UTF-8 orders like the strings), so that none of this
+/// re-validates the text; a lookup builds an `Id` of the id asked for (on
+/// the stack, for ids up to 32 bytes).
 #[derive(Clone)]
-struct Id {
-    head: [u8; 16],
-    full: Arc<str>,
+enum Id {
+    Inline(u8, [u8; INLINE]),
+    Shared(Arc<str>),
 }
+
+const INLINE: usize = 32;
 
 impl Id {
     fn new(id: &str) -> Self {
-        let mut head = [0u8; 16];
-        let n = id.len().min(head.len());
-        head[..n].copy_from_slice(&id.as_bytes()[..n]);
-        Id {
-            head,
-            full: Arc::from(id),
+        match u8::try_from(id.len()) {
+            Ok(len) if id.len() <= INLINE => {
+                let mut bytes = [0u8; INLINE];
+                bytes[..id.len()].copy_from_slice(id.as_bytes());
+                Id::Inline(len, bytes)
+            }
+            _ => Id::Shared(Arc::from(id)),
+        }
+    }
+
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Id::Inline(len, bytes) => &bytes[..usize::from(*len)],
+            Id::Shared(s) => s.as_bytes(),
         }
     }
 
     fn as_str(&self) -> &str {
-        &self.full
+        match self {
+            // Copied from a `&str` whole: the prefix is always UTF-8.
+            Id::Inline(..) => std::str::from_utf8(self.bytes()).unwrap_or(""),
+            Id::Shared(s) => s,
+        }
     }
 }
 
 impl PartialEq for Id {
     fn eq(&self, other: &Self) -> bool {
-        self.head == other.head && self.full == other.full
+        self.bytes() == other.bytes()
     }
 }
 
@@ -102,9 +120,7 @@ impl Eq for Id {}
 
 impl Ord for Id {
     fn cmp(&self, other: &Self) -> Ordering {
-        self.head
-            .cmp(&other.head)
-            .then_with(|| self.full.cmp(&other.full))
+        self.bytes().cmp(other.bytes())
     }
 }
 
@@ -115,15 +131,8 @@ impl PartialOrd for Id {
 }
 
 impl Hash for Id {
-    // Like `str`, so that the map can be searched with a `&str`.
     fn hash<H: Hasher>(&self, state: &mut H) {
-        self.as_str().hash(state);
-    }
-}
-
-impl Borrow<str> for Id {
-    fn borrow(&self) -> &str {
-        self.as_str()
+        self.bytes().hash(state);
     }
 }
 
@@ -140,11 +149,12 @@ enum Slot {
     Done(Arc<Done>),
 }
 
-/// A finished record without its (cleared) resume state, the outcome kept
-/// as JSON text. `Done::record` gives back exactly the record stored.
+/// A finished record without its (cleared) resume state. `Done::record`
+/// gives back exactly the record stored; a result's text is shared, not
+/// copied.
 #[derive(Debug)]
 struct Done {
-    owner: Option<Box<str>>,
+    owner: Option<Id>,
     era: Era,
     status: TaskStatus,
     status_message: Option<Box<str>>,
@@ -153,17 +163,17 @@ struct Done {
     ttl_ms: Option<u64>,
     poll_interval_ms: Option<u64>,
     version: u64,
-    tool_name: Box<str>,
+    tool_name: Id,
     round: u32,
-    outcome: Option<Box<str>>,
+    outcome: Option<TaskOutcome>,
     cancel_requested: bool,
 }
 
 impl Done {
-    /// The compact form of `r`, if it is finished, carries no resume state
-    /// and its outcome survives a trip through JSON text unchanged.
+    /// The compact form of `r`, if it is finished and carries no resume
+    /// state.
     fn of(r: &TaskRecord) -> Option<Done> {
-        let resumable = !r.arguments.is_null()
+        let resumable = r.arguments.is_some()
             || r.meta.is_some()
             || r.request_state.is_some()
             || !r.input_requests.is_empty()
@@ -173,14 +183,8 @@ impl Done {
         if !r.status.is_terminal() || resumable {
             return None;
         }
-        let outcome = match &r.outcome {
-            None => None,
-            // `data: Some(null)` would read back as `None`.
-            Some(TaskOutcome::Error(e)) if e.data == Some(Value::Null) => return None,
-            Some(o) => Some(serde_json::to_string(o).ok()?.into_boxed_str()),
-        };
         Some(Done {
-            owner: r.owner.as_deref().map(Box::from),
+            owner: r.owner.as_deref().map(Id::new),
             era: r.era,
             status: r.status,
             status_message: r.status_message.as_deref().map(Box::from),
@@ -189,26 +193,18 @@ impl Done {
             ttl_ms: r.ttl_ms,
             poll_interval_ms: r.poll_interval_ms,
             version: r.version,
-            tool_name: r.tool_name.as_str().into(),
+            tool_name: Id::new(&r.tool_name),
             round: r.round,
-            outcome,
+            outcome: r.outcome.clone(),
             cancel_requested: r.cancel_requested,
         })
     }
 
     /// The full record again.
     fn record(&self, id: &str) -> TaskRecord {
-        let outcome = self.outcome.as_deref().map(|json| {
-            serde_json::from_str(json).unwrap_or_else(|e| {
-                // Written by `Done::of` from a value of this very type.
-                TaskOutcome::Error(crate::jsonrpc::JsonRpcError::internal(format!(
-                    "the stored outcome cannot be read back: {e}"
-                )))
-            })
-        });
         TaskRecord {
             id: id.to_owned(),
-            owner: self.owner.as_deref().map(str::to_owned),
+            owner: self.owner.as_ref().map(|o| o.as_str().to_owned()),
             era: self.era,
             status: self.status,
             status_message: self.status_message.as_deref().map(str::to_owned),
@@ -217,15 +213,15 @@ impl Done {
             ttl_ms: self.ttl_ms,
             poll_interval_ms: self.poll_interval_ms,
             version: self.version,
-            tool_name: self.tool_name.as_ref().to_owned(),
-            arguments: Value::Null,
+            tool_name: self.tool_name.as_str().to_owned(),
+            arguments: None,
             meta: None,
             request_state: None,
             round: self.round,
             input_requests: Default::default(),
             issued_keys: Default::default(),
             input_responses: Default::default(),
-            outcome,
+            outcome: self.outcome.clone(),
             cancel_requested: self.cancel_requested,
             lease: None,
         }
@@ -257,7 +253,7 @@ impl Slot {
     fn owner(&self) -> Option<&str> {
         match self {
             Slot::Full(r) => r.owner.as_deref(),
-            Slot::Done(d) => d.owner.as_deref(),
+            Slot::Done(d) => d.owner.as_ref().map(Id::as_str),
         }
     }
 
@@ -319,7 +315,7 @@ impl MemoryStore {
             inner: Arc::new(Inner {
                 shards: (0..SHARDS).map(|_| RwLock::default()).collect(),
                 owners: (0..SHARDS).map(|_| RwLock::default()).collect(),
-                hasher: RandomState::new(),
+                hasher: Hasher64::default(),
             }),
         }
     }
@@ -334,7 +330,7 @@ impl MemoryStore {
         self.len() == 0
     }
 
-    fn shard(&self, id: &str) -> &RwLock<Shard> {
+    fn shard(&self, id: &Id) -> &RwLock<Shard> {
         let h = self.inner.hasher.hash_one(id) as usize;
         &self.inner.shards[h % SHARDS]
     }
@@ -351,19 +347,20 @@ impl MemoryStore {
         let owner = record.owner.clone();
         let created = record.created_at_ms;
         let expires = record.expires_at_ms();
-        let lock = self.shard(&record.id);
         // Allocate outside the lock.
         let id = Id::new(&record.id);
+        let lock = self.shard(&id);
         let slot = Slot::new(record);
         {
-            let mut shard = write(lock);
-            if shard.tasks.contains_key(id.as_str()) {
-                return Err(Error::AlreadyExists);
-            }
+            let mut guard = write(lock);
+            let shard = &mut *guard;
+            match shard.tasks.entry(id.clone()) {
+                Entry::Occupied(_) => return Err(Error::AlreadyExists),
+                Entry::Vacant(v) => v.insert(slot),
+            };
             if let Some(at) = expires {
                 shard.expiry.insert((at, id.clone()));
             }
-            shard.tasks.insert(id.clone(), slot);
         }
         write(self.owner_shard(owner.as_deref()))
             .entry(owner)
@@ -374,32 +371,31 @@ impl MemoryStore {
 
     fn replace_now(&self, record: Arc<TaskRecord>, expected_version: u64) -> Result<()> {
         let new_exp = record.expires_at_ms();
-        let lock = self.shard(&record.id);
+        let id = Id::new(&record.id);
+        let lock = self.shard(&id);
         // Compact a finished record before taking the lock.
-        let done = Done::of(&record);
+        let new = match Done::of(&record) {
+            Some(done) => Slot::Done(Arc::new(done)),
+            None => Slot::Full(record),
+        };
         let old = {
             let mut guard = write(lock);
-            let shard = &mut *guard;
-            let (key, old_exp) = match shard.tasks.get_key_value(record.id.as_str()) {
+            let Shard { tasks, expiry } = &mut *guard;
+            let slot = match tasks.get_mut(&id) {
                 None => return Err(Error::NotFound),
-                Some((_, slot)) if slot.version() != expected_version => {
-                    return Err(Error::Conflict)
-                }
-                Some((key, slot)) => (key.clone(), slot.expires_at_ms()),
+                Some(slot) if slot.version() != expected_version => return Err(Error::Conflict),
+                Some(slot) => slot,
             };
+            let old_exp = slot.expires_at_ms();
             if old_exp != new_exp {
                 if let Some(at) = old_exp {
-                    shard.expiry.remove(&(at, key.clone()));
+                    expiry.remove(&(at, id.clone()));
                 }
                 if let Some(at) = new_exp {
-                    shard.expiry.insert((at, key.clone()));
+                    expiry.insert((at, id));
                 }
             }
-            let new = match done {
-                Some(done) => Slot::Done(Arc::new(done)),
-                None => Slot::Full(record),
-            };
-            shard.tasks.insert(key, new)
+            std::mem::replace(slot, new)
         };
         // Free the old version outside the lock.
         drop(old);
@@ -437,7 +433,7 @@ impl MemoryStore {
                         break;
                     };
                     taken += 1;
-                    if let Some(slot) = shard.tasks.remove(id.as_str()) {
+                    if let Some(slot) = shard.tasks.remove(&id) {
                         let owner = slot.owner().map(str::to_owned);
                         let index = self.owner_shard_index(owner.as_deref());
                         gone.push((index, owner, slot.created_at_ms(), id));
@@ -479,9 +475,10 @@ impl MemoryStore {
     }
 
     fn get_now(&self, id: &str, now_ms: i64) -> Option<Arc<TaskRecord>> {
-        let found = read(self.shard(id))
+        let key = Id::new(id);
+        let found = read(self.shard(&key))
             .tasks
-            .get(id)
+            .get(&key)
             .filter(|slot| !slot.is_expired(now_ms))
             .map(Slot::share)?;
         Some(found.into_record(id))
@@ -578,10 +575,10 @@ impl TaskStore for MemoryStore {
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
+    use serde_json::{json, Value};
 
     use super::*;
-    use crate::jsonrpc::JsonRpcError;
+    use crate::jsonrpc::{JsonRpcError, JsonText};
     use crate::store::conformance;
 
     fn finished(id: &str, outcome: Option<TaskOutcome>) -> TaskRecord {
@@ -646,9 +643,13 @@ mod tests {
             "nested": {"a": [true, false, {}], "b": ""}
         });
         let outcomes = [
-            Some(TaskOutcome::Result(result.as_object().cloned().unwrap())),
+            Some(TaskOutcome::Result(JsonText::from_value(&result))),
             Some(TaskOutcome::Error(
                 JsonRpcError::new(-32050, "boom").with_data(json!({"x": [1, 2.5]})),
+            )),
+            // `data: null` is kept apart from no `data`.
+            Some(TaskOutcome::Error(
+                JsonRpcError::new(1, "x").with_data(Value::Null),
             )),
             Some(TaskOutcome::Error(JsonRpcError::new(-32603, "no data"))),
             None,
@@ -664,8 +665,11 @@ mod tests {
             done.version = 2;
             store.replace(done.clone(), 1).await.unwrap();
             {
-                let shard = read(store.shard(&id));
-                assert!(matches!(shard.tasks.get(id.as_str()), Some(Slot::Done(_))));
+                let shard = read(store.shard(&Id::new(&id)));
+                assert!(matches!(
+                    shard.tasks.get(&Id::new(&id)),
+                    Some(Slot::Done(_))
+                ));
             }
             let got = store.get(&id, 1_000).await.unwrap().unwrap();
             assert_eq!(*got, done);
@@ -677,21 +681,16 @@ mod tests {
     #[tokio::test]
     async fn records_that_cannot_be_compacted_stay_whole() {
         let store = MemoryStore::new();
-        // Resume state left in place, or an error whose `data` is `null`.
+        // Resume state left in place.
         let mut kept = finished("args", None);
-        kept.arguments = json!({"a": 1});
-        let mut null_data = finished(
-            "null-data",
-            Some(TaskOutcome::Error(
-                JsonRpcError::new(1, "x").with_data(Value::Null),
-            )),
-        );
-        null_data.version = 1;
+        kept.arguments = Some(JsonText::from_value(&json!({"a": 1})));
         kept.version = 1;
-        for r in [kept, null_data] {
+        for r in [kept] {
             store.create(r.clone()).await.unwrap();
             assert!(matches!(
-                read(store.shard(&r.id)).tasks.get(r.id.as_str()),
+                read(store.shard(&Id::new(&r.id)))
+                    .tasks
+                    .get(&Id::new(&r.id)),
                 Some(Slot::Full(_))
             ));
             assert_eq!(*store.get(&r.id, 1_000).await.unwrap().unwrap(), r);
@@ -711,6 +710,10 @@ mod tests {
             "abcdefghijklmnopq",
             "abcdefghijklmnopr",
             "abcdefghijklmnoq",
+            "0123456789abcdef0123456789abcdef",
+            "0123456789abcdef0123456789abcdef\0",
+            "0123456789abcdef0123456789abcdefg",
+            "0123456789abcdef0123456789abcdeg",
             "b",
             "é",
             "zz",
@@ -719,6 +722,7 @@ mod tests {
             for y in ids {
                 assert_eq!(Id::new(x).cmp(&Id::new(y)), x.cmp(y), "{x:?} vs {y:?}");
                 assert_eq!(Id::new(x) == Id::new(y), x == y);
+                assert_eq!(Id::new(x).as_str(), x);
             }
         }
     }

@@ -34,9 +34,9 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
-use crate::jsonrpc::JsonRpcError;
+use crate::jsonrpc::{JsonRpcError, JsonText};
 use crate::protocol::{InputRequest, InputResponses, TaskStatus};
 
 pub mod conformance;
@@ -152,8 +152,9 @@ pub struct PendingInput {
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum TaskOutcome {
-    /// The inner service returned this result object.
-    Result(Map<String, Value>),
+    /// The inner service returned this result object, kept as JSON text
+    /// (serialized once; every read copies it out as it is).
+    Result(JsonText),
     /// The inner service returned this JSON-RPC error.
     Error(JsonRpcError),
 }
@@ -188,10 +189,11 @@ pub struct TaskRecord {
     pub version: u64,
     /// The tool being run.
     pub tool_name: String,
-    /// The original arguments, unchanged.
-    pub arguments: Value,
-    /// The original request `_meta`.
-    pub meta: Option<Value>,
+    /// The original arguments, unchanged, as JSON text (`None` once the
+    /// task has ended: only a resume needs them).
+    pub arguments: Option<JsonText>,
+    /// The original request `_meta`, as JSON text.
+    pub meta: Option<JsonText>,
     /// The latest MRTR `requestState` the handler returned; never shown to
     /// clients.
     pub request_state: Option<String>,
@@ -226,7 +228,8 @@ pub struct Lease {
 }
 
 impl TaskRecord {
-    /// A new `working` record at version 1.
+    /// A new `working` record at version 1 (`null` arguments are kept as
+    /// none).
     pub fn new(
         id: impl Into<String>,
         era: Era,
@@ -247,7 +250,7 @@ impl TaskRecord {
             poll_interval_ms: None,
             version: 1,
             tool_name: tool_name.into(),
-            arguments,
+            arguments: (!arguments.is_null()).then(|| JsonText::from_value(&arguments)),
             meta: None,
             request_state: None,
             round: 0,

@@ -405,16 +405,16 @@ impl Client {
 }
 
 pub fn ok(resp: &JsonRpcResponse) -> &Value {
-    match &resp.payload {
-        Ok(v) => v,
-        Err(e) => panic!("expected a result, got error {e:?}"),
+    match (resp.result_value(), resp.error_value()) {
+        (Some(v), _) => v,
+        (None, e) => panic!("expected a result, got error {e:?}"),
     }
 }
 
 pub fn err(resp: &JsonRpcResponse) -> &mcp_task_layer::JsonRpcError {
-    match &resp.payload {
-        Err(e) => e,
-        Ok(v) => panic!("expected an error, got result {v}"),
+    match (resp.error_value(), resp.result_value()) {
+        (Some(e), _) => e,
+        (None, v) => panic!("expected an error, got result {v:?}"),
     }
 }
 
