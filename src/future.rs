@@ -31,6 +31,7 @@ pin_project! {
         Passthrough { #[pin] fut: F },
         Capabilities { #[pin] fut: F, edit: Edit },
         Intercepted { fut: BoxFuture<'static, Result<JsonRpcResponse, E>> },
+        Ready { resp: Option<Box<JsonRpcResponse>> },
     }
 }
 
@@ -63,6 +64,15 @@ impl<F, E> ResponseFuture<F, E> {
             kind: Kind::Intercepted { fut },
         }
     }
+
+    /// An answer the layer gave in `call` itself.
+    pub(crate) fn ready(resp: JsonRpcResponse) -> Self {
+        ResponseFuture {
+            kind: Kind::Ready {
+                resp: Some(Box::new(resp)),
+            },
+        }
+    }
 }
 
 impl<F, E> fmt::Debug for ResponseFuture<F, E> {
@@ -71,6 +81,7 @@ impl<F, E> fmt::Debug for ResponseFuture<F, E> {
             Kind::Passthrough { .. } => "Passthrough",
             Kind::Capabilities { .. } => "Capabilities",
             Kind::Intercepted { .. } => "Intercepted",
+            Kind::Ready { .. } => "Ready",
         };
         f.debug_struct("ResponseFuture")
             .field("kind", &kind)
@@ -95,6 +106,11 @@ where
                 Poll::Ready(Ok(resp))
             }
             KindProj::Intercepted { fut } => fut.as_mut().poll(cx),
+            // Polled again after `Ready`: a contract breach by the caller.
+            KindProj::Ready { resp } => match resp.take() {
+                Some(resp) => Poll::Ready(Ok(*resp)),
+                None => Poll::Pending,
+            },
         }
     }
 }

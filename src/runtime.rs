@@ -884,11 +884,7 @@ impl Shared {
         owner: Option<&str>,
         era: Era,
     ) -> Result<Option<Arc<TaskRecord>>, JsonRpcError> {
-        match self.store.get(id, self.now_ms()).await {
-            Ok(Some(r)) if r.owner.as_deref() == owner && r.era == era => Ok(Some(r)),
-            Ok(_) => Ok(None),
-            Err(e) => Err(store_failure(&e)),
-        }
+        visible(self.store.get(id, self.now_ms()).await, owner, era)
     }
 
     fn metadata(&self, r: &TaskRecord) -> TaskMetadata {
@@ -944,23 +940,43 @@ impl Shared {
     // ----- tasks/get, tasks/update, tasks/cancel (2026-07-28) -----
 
     pub(crate) async fn tasks_get(&self, req: JsonRpcRequest, era: Era) -> JsonRpcResponse {
-        let id = req.id.clone();
         let answer = async {
             let task_id = task_id_param(&req)?;
             let owner = self.owner_of(&req);
-            let record = self
-                .lookup(task_id, owner.as_deref(), era)
-                .await?
-                .ok_or_else(task_not_found)?;
-            Ok(match era {
-                Era::Legacy => serde_json::to_vec(&self.legacy_task(&record)).unwrap_or_default(),
-                _ => detailed_json(&record, Some("complete")),
-            })
+            let record = self.lookup(task_id, owner.as_deref(), era).await?;
+            Ok(self.get_body(record, era)?)
         };
-        match answer.await {
-            Ok(json) => text_reply(id, json),
-            Err(e) => JsonRpcResponse::error(id, e),
-        }
+        let answer = answer.await;
+        get_reply(req, answer)
+    }
+
+    /// `tasks/get` answered without waiting if the store can read so, or
+    /// the request back.
+    pub(crate) fn tasks_get_ready(
+        &self,
+        req: JsonRpcRequest,
+        era: Era,
+    ) -> Result<JsonRpcResponse, JsonRpcRequest> {
+        let answer = match task_id_param(&req) {
+            Err(e) => Err(e),
+            Ok(task_id) => match self.store.get_ready(task_id, self.now_ms()) {
+                None => return Err(req),
+                Some(found) => {
+                    let owner = self.owner_of(&req);
+                    visible(found, owner.as_deref(), era).and_then(|r| self.get_body(r, era))
+                }
+            },
+        };
+        Ok(get_reply(req, answer))
+    }
+
+    /// The `tasks/get` result of what a lookup found.
+    fn get_body(&self, record: Option<Arc<TaskRecord>>, era: Era) -> Result<Vec<u8>, JsonRpcError> {
+        let record = record.ok_or_else(task_not_found)?;
+        Ok(match era {
+            Era::Legacy => serde_json::to_vec(&self.legacy_task(&record)).unwrap_or_default(),
+            _ => detailed_json(&record, Some("complete")),
+        })
     }
 
     // ----- tasks/result and tasks/list (2025-11-25) -----
@@ -2081,6 +2097,28 @@ impl Answer {
                 "the tool asked for input without inputRequests or requestState",
             )),
         }
+    }
+}
+
+/// What a read found, as a caller may see it: absent, expired, of another
+/// owner or of another era all read as `None`.
+fn visible(
+    found: store::Result<Option<Arc<TaskRecord>>>,
+    owner: Option<&str>,
+    era: Era,
+) -> Result<Option<Arc<TaskRecord>>, JsonRpcError> {
+    match found {
+        Ok(Some(r)) if r.owner.as_deref() == owner && r.era == era => Ok(Some(r)),
+        Ok(_) => Ok(None),
+        Err(e) => Err(store_failure(&e)),
+    }
+}
+
+/// The answer to `req`.
+fn get_reply(req: JsonRpcRequest, answer: Result<Vec<u8>, JsonRpcError>) -> JsonRpcResponse {
+    match answer {
+        Ok(json) => text_reply(req.id, json),
+        Err(e) => JsonRpcResponse::error(req.id, e),
     }
 }
 

@@ -45,6 +45,7 @@ where
     racing_replaces_have_one_winner(make().await).await;
     list_is_per_owner_newest_first(make().await).await;
     orphans_are_working_tasks_whose_lease_ran_out(make().await).await;
+    ready_reads_agree_with_get(make().await).await;
 }
 
 /// A created record reads back equal; an unknown id reads as `None`.
@@ -61,6 +62,36 @@ pub async fn create_then_get<S: TaskStore>(store: S) {
         store.get("nope", T0).await.expect("get").is_none(),
         "unknown id must read as None"
     );
+}
+
+/// A store that reads without waiting ([`TaskStore::get_ready`]) answers
+/// exactly as `get`: running, finished, expired and unknown records.
+pub async fn ready_reads_agree_with_get<S: TaskStore>(store: S) {
+    let running = record("r1", Some("alice"), T0, Some(60_000));
+    store.create(running.clone()).await.expect("create");
+    let first = record("r2", None, T0, Some(1_000));
+    store.create(first.clone()).await.expect("create");
+    let mut done = first.next_version(T0 + 1);
+    done.status = TaskStatus::Completed;
+    done.arguments = None;
+    done.outcome = Some(TaskOutcome::Result(JsonText::from_value(
+        &json!({"ok": [1]}),
+    )));
+    store.replace(done, 1).await.expect("replace");
+    for now in [T0, T0 + 999, T0 + 1_000, T0 + 60_000] {
+        for id in ["r1", "r2", "nope"] {
+            let Some(ready) = store.get_ready(id, now) else {
+                return;
+            };
+            let ready = ready.expect("get_ready");
+            let got = store.get(id, now).await.expect("get");
+            assert_eq!(
+                ready.as_deref(),
+                got.as_deref(),
+                "get_ready({id}, {now}) must answer as get"
+            );
+        }
+    }
 }
 
 /// `create` never overwrites.

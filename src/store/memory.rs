@@ -538,6 +538,10 @@ impl TaskStore for MemoryStore {
         Box::pin(std::future::ready(Ok(self.get_now(id, now_ms))))
     }
 
+    fn get_ready(&self, id: &str, now_ms: i64) -> Option<Result<Option<Arc<TaskRecord>>>> {
+        Some(Ok(self.get_now(id, now_ms)))
+    }
+
     fn replace(&self, record: TaskRecord, expected_version: u64) -> BoxFuture<'_, Result<()>> {
         Box::pin(std::future::ready(
             self.replace_now(Arc::new(record), expected_version),

@@ -366,6 +366,16 @@ pub trait TaskStore: fmt::Debug + Send + Sync + 'static {
     fn changes(&self) -> Option<tokio::sync::broadcast::Receiver<TaskChange>> {
         None
     }
+
+    /// What [`get`](TaskStore::get) would answer, if this store can tell
+    /// without waiting (an in-memory store); `None` otherwise. The layer
+    /// then answers `tasks/get` inside `Service::call`, with no future to
+    /// allocate. Optional; a store that does not wait must answer exactly
+    /// as `get` does.
+    fn get_ready(&self, id: &str, now_ms: i64) -> Option<Result<Option<Arc<TaskRecord>>>> {
+        let _ = (id, now_ms);
+        None
+    }
 }
 
 impl<T: TaskStore + ?Sized> TaskStore for Arc<T> {
@@ -409,5 +419,8 @@ impl<T: TaskStore + ?Sized> TaskStore for Arc<T> {
     }
     fn changes(&self) -> Option<tokio::sync::broadcast::Receiver<TaskChange>> {
         (**self).changes()
+    }
+    fn get_ready(&self, id: &str, now_ms: i64) -> Option<Result<Option<Arc<TaskRecord>>>> {
+        (**self).get_ready(id, now_ms)
     }
 }
