@@ -944,7 +944,7 @@ impl Shared {
             let task_id = task_id_param(&req)?;
             let owner = self.owner_of(&req);
             let record = self.lookup(task_id, owner.as_deref(), era).await?;
-            Ok(self.get_body(record, era)?)
+            self.get_body(record, era)
         };
         let answer = answer.await;
         get_reply(req, answer)
