@@ -1303,12 +1303,17 @@ impl Shared {
         {
             return None;
         }
-        let mut next = record.next_version(self.now_ms());
-        for (key, answer) in answers {
-            if let Some(pending) = next.input_requests.remove(key) {
+        let mut next = next_without_inputs(record, self.now_ms());
+        for (key, pending) in &record.input_requests {
+            match answers.get(key) {
                 // A later answer to the same inner key wins.
-                next.input_responses
-                    .insert(pending.inner_key, answer.clone());
+                Some(answer) => {
+                    next.input_responses
+                        .insert(pending.inner_key.clone(), answer.clone());
+                }
+                None => {
+                    next.input_requests.insert(key.clone(), pending.clone());
+                }
             }
         }
         if next.input_requests.is_empty() {
@@ -1887,12 +1892,15 @@ impl Shared {
                 return Next::Done;
             }
             let now = self.now_ms();
-            let mut next = match &answer {
-                Answer::Input { requests, .. }
-                    if undeclared(record.era, record.meta.as_ref(), requests).is_none() =>
-                {
-                    record.next_version(now)
+            let refused = match &answer {
+                Answer::Input { requests, .. } => {
+                    undeclared(record.era, record.meta.as_ref(), requests)
                 }
+                _ => None,
+            };
+            let mut next = match &answer {
+                // The new requests replace the old.
+                Answer::Input { .. } if refused.is_none() => next_without_inputs(&record, now),
                 Answer::StateOnly(_) if *state_only < MAX_STATE_ONLY_ROUNDS => {
                     record.next_version(now)
                 }
@@ -1925,25 +1933,23 @@ impl Shared {
                         message,
                     );
                 }
-                Answer::Input { requests, state } => {
-                    match undeclared(record.era, record.meta.as_ref(), requests) {
-                        Some(error) => {
-                            let message = Some(error.message.clone());
-                            finish(
-                                &mut next,
-                                TaskStatus::Failed,
-                                Some(TaskOutcome::Error(error)),
-                                message,
-                            );
-                        }
-                        None => {
-                            expose_keys(&mut next, requests);
-                            next.status = TaskStatus::InputRequired;
-                            next.status_message = Some("The task is waiting for input.".into());
-                            next.request_state = state.clone();
-                        }
+                Answer::Input { requests, state } => match refused {
+                    Some(error) => {
+                        let message = Some(error.message.clone());
+                        finish(
+                            &mut next,
+                            TaskStatus::Failed,
+                            Some(TaskOutcome::Error(error)),
+                            message,
+                        );
                     }
-                }
+                    None => {
+                        expose_keys(&mut next, requests);
+                        next.status = TaskStatus::InputRequired;
+                        next.status_message = Some("The task is waiting for input.".into());
+                        next.request_state = state.clone();
+                    }
+                },
                 Answer::StateOnly(state) if *state_only < MAX_STATE_ONLY_ROUNDS => {
                     next.request_state = Some(state.clone());
                     next.round += 1;
@@ -2260,6 +2266,21 @@ fn next_finished(r: &TaskRecord, now_ms: i64) -> TaskRecord {
     }
 }
 
+/// `r.next_version(now_ms)` without its outstanding input requests, for a
+/// write that replaces them (not copied only to be dropped).
+fn next_without_inputs(r: &TaskRecord, now_ms: i64) -> TaskRecord {
+    TaskRecord {
+        arguments: r.arguments.clone(),
+        meta: r.meta.clone(),
+        request_state: r.request_state.clone(),
+        issued_keys: r.issued_keys.clone(),
+        input_responses: r.input_responses.clone(),
+        outcome: r.outcome.clone(),
+        lease: r.lease.clone(),
+        ..next_finished(r, now_ms)
+    }
+}
+
 /// Make a record terminal and drop what only a resume needed.
 fn finish(
     next: &mut TaskRecord,
@@ -2313,8 +2334,14 @@ fn undeclared(
     if era != Era::Modern {
         return None;
     }
-    let meta = meta.map(JsonText::to_value);
-    let caps = meta.as_ref().and_then(|m| m.get(META_CLIENT_CAPABILITIES));
+    /// Only the capabilities out of the stored `_meta` text.
+    #[derive(serde::Deserialize)]
+    struct Declared {
+        #[serde(rename = "io.modelcontextprotocol/clientCapabilities")]
+        capabilities: Option<Value>,
+    }
+    let declared = meta.and_then(|m| serde_json::from_str::<Declared>(m.get()).ok());
+    let caps = declared.as_ref().and_then(|d| d.capabilities.as_ref());
     for request in requests.values() {
         let declared = request
             .required_capability()
