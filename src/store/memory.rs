@@ -8,6 +8,7 @@ use std::hash::{BuildHasher, Hash, Hasher};
 use std::sync::{Arc, PoisonError, RwLock};
 
 use super::{BoxFuture, Era, Error, Result, TaskOutcome, TaskRecord, TaskStore};
+use crate::jsonrpc::{JsonRpcError, JsonText};
 use crate::protocol::TaskStatus;
 
 const SHARDS: usize = 64;
@@ -146,32 +147,45 @@ impl fmt::Debug for Id {
 #[derive(Debug)]
 enum Slot {
     Full(Arc<TaskRecord>),
-    Done(Arc<Done>),
+    Done(Done),
 }
 
-/// A finished record without its (cleared) resume state. `Done::record`
-/// gives back exactly the record stored; a result's text is shared, not
-/// copied.
-#[derive(Debug)]
+/// A finished record without its (cleared) resume state, kept in the
+/// shard's map itself: its scalars here, and its owner, tool name, status
+/// message and outcome JSON one after the other in one shared text. A read
+/// of one of a million tasks then touches the map's slot and that text,
+/// and nothing else. `Done::record` gives back exactly the record stored.
+#[derive(Clone, Debug)]
 struct Done {
-    owner: Option<Id>,
-    era: Era,
-    status: TaskStatus,
-    status_message: Option<Box<str>>,
     created_at_ms: i64,
     updated_at_ms: i64,
     ttl_ms: Option<u64>,
     poll_interval_ms: Option<u64>,
     version: u64,
-    tool_name: Id,
     round: u32,
-    outcome: Option<TaskOutcome>,
+    era: Era,
+    status: TaskStatus,
     cancel_requested: bool,
+    outcome: Kept,
+    /// Byte lengths in `text` of the owner, the tool name and the status
+    /// message; the outcome's JSON is the rest.
+    owner_len: Option<u32>,
+    tool_len: u32,
+    message_len: Option<u32>,
+    text: Arc<str>,
+}
+
+/// Which outcome the rest of a [`Done`]'s text is.
+#[derive(Clone, Copy, Debug)]
+enum Kept {
+    Nothing,
+    Result,
+    Error,
 }
 
 impl Done {
-    /// The compact form of `r`, if it is finished and carries no resume
-    /// state.
+    /// The compact form of `r`, if it is finished, carries no resume state
+    /// and reads back exactly.
     fn of(r: &TaskRecord) -> Option<Done> {
         let resumable = r.arguments.is_some()
             || r.meta.is_some()
@@ -183,37 +197,101 @@ impl Done {
         if !r.status.is_terminal() || resumable {
             return None;
         }
+        let error_json;
+        let (outcome, json) = match &r.outcome {
+            None => (Kept::Nothing, ""),
+            Some(TaskOutcome::Result(text)) => (Kept::Result, text.get()),
+            // `data: Some(null)` would read back as `None`.
+            Some(TaskOutcome::Error(e)) if e.data == Some(serde_json::Value::Null) => return None,
+            Some(TaskOutcome::Error(e)) => {
+                error_json = serde_json::to_string(e).ok()?;
+                (Kept::Error, error_json.as_str())
+            }
+        };
+        let owner = r.owner.as_deref();
+        let message = r.status_message.as_deref();
+        let len = |s: &str| u32::try_from(s.len()).ok();
+        let mut text = String::with_capacity(
+            owner.map_or(0, str::len)
+                + r.tool_name.len()
+                + message.map_or(0, str::len)
+                + json.len(),
+        );
+        for part in [owner, Some(r.tool_name.as_str()), message, Some(json)]
+            .into_iter()
+            .flatten()
+        {
+            text.push_str(part);
+        }
         Some(Done {
-            owner: r.owner.as_deref().map(Id::new),
-            era: r.era,
-            status: r.status,
-            status_message: r.status_message.as_deref().map(Box::from),
             created_at_ms: r.created_at_ms,
             updated_at_ms: r.updated_at_ms,
             ttl_ms: r.ttl_ms,
             poll_interval_ms: r.poll_interval_ms,
             version: r.version,
-            tool_name: Id::new(&r.tool_name),
             round: r.round,
-            outcome: r.outcome.clone(),
+            era: r.era,
+            status: r.status,
             cancel_requested: r.cancel_requested,
+            outcome,
+            owner_len: match owner {
+                Some(o) => Some(len(o)?),
+                None => None,
+            },
+            tool_len: len(&r.tool_name)?,
+            message_len: match message {
+                Some(m) => Some(len(m)?),
+                None => None,
+            },
+            text: Arc::from(text),
         })
+    }
+
+    /// The owner, tool name, status message and outcome JSON.
+    fn parts(&self) -> (Option<&str>, &str, Option<&str>, &str) {
+        let mut rest: &str = &self.text;
+        // Lengths of whole strings written by `Done::of`: char boundaries.
+        let mut take = |n: u32| {
+            let n = (n as usize).min(rest.len());
+            let (head, tail) = rest.split_at_checked(n).unwrap_or((rest, ""));
+            rest = tail;
+            head
+        };
+        let owner = self.owner_len.map(&mut take);
+        let tool = take(self.tool_len);
+        let message = self.message_len.map(&mut take);
+        (owner, tool, message, rest)
+    }
+
+    fn owner(&self) -> Option<&str> {
+        self.parts().0
     }
 
     /// The full record again.
     fn record(&self, id: &str) -> TaskRecord {
+        let (owner, tool, message, json) = self.parts();
+        let outcome = match self.outcome {
+            Kept::Nothing => None,
+            Kept::Result => Some(TaskOutcome::Result(JsonText::trusted(json))),
+            Kept::Error => Some(TaskOutcome::Error(
+                serde_json::from_str(json).unwrap_or_else(|e| {
+                    // Written by `Done::of` from a value of this very type.
+                    JsonRpcError::internal(format!("the stored error cannot be read back: {e}"))
+                }),
+            )),
+        };
         TaskRecord {
             id: id.to_owned(),
-            owner: self.owner.as_ref().map(|o| o.as_str().to_owned()),
+            owner: owner.map(str::to_owned),
             era: self.era,
             status: self.status,
-            status_message: self.status_message.as_deref().map(str::to_owned),
+            status_message: message.map(str::to_owned),
             created_at_ms: self.created_at_ms,
             updated_at_ms: self.updated_at_ms,
             ttl_ms: self.ttl_ms,
             poll_interval_ms: self.poll_interval_ms,
             version: self.version,
-            tool_name: self.tool_name.as_str().to_owned(),
+            tool_name: tool.to_owned(),
             arguments: None,
             meta: None,
             request_state: None,
@@ -221,7 +299,7 @@ impl Done {
             input_requests: Default::default(),
             issued_keys: Default::default(),
             input_responses: Default::default(),
-            outcome: self.outcome.clone(),
+            outcome,
             cancel_requested: self.cancel_requested,
             lease: None,
         }
@@ -231,7 +309,7 @@ impl Done {
 impl Slot {
     fn new(record: Arc<TaskRecord>) -> Self {
         match Done::of(&record) {
-            Some(done) => Slot::Done(Arc::new(done)),
+            Some(done) => Slot::Done(done),
             None => Slot::Full(record),
         }
     }
@@ -253,7 +331,7 @@ impl Slot {
     fn owner(&self) -> Option<&str> {
         match self {
             Slot::Full(r) => r.owner.as_deref(),
-            Slot::Done(d) => d.owner.as_ref().map(Id::as_str),
+            Slot::Done(d) => d.owner(),
         }
     }
 
@@ -274,7 +352,7 @@ impl Slot {
     fn share(&self) -> Shared {
         match self {
             Slot::Full(r) => Shared::Full(Arc::clone(r)),
-            Slot::Done(d) => Shared::Done(Arc::clone(d)),
+            Slot::Done(d) => Shared::Done(d.clone()),
         }
     }
 }
@@ -282,7 +360,7 @@ impl Slot {
 /// A record taken out of a shard under its lock.
 enum Shared {
     Full(Arc<TaskRecord>),
-    Done(Arc<Done>),
+    Done(Done),
 }
 
 impl Shared {
@@ -375,7 +453,7 @@ impl MemoryStore {
         let lock = self.shard(&id);
         // Compact a finished record before taking the lock.
         let new = match Done::of(&record) {
-            Some(done) => Slot::Done(Arc::new(done)),
+            Some(done) => Slot::Done(done),
             None => Slot::Full(record),
         };
         let old = {
@@ -582,7 +660,6 @@ mod tests {
     use serde_json::{json, Value};
 
     use super::*;
-    use crate::jsonrpc::{JsonRpcError, JsonText};
     use crate::store::conformance;
 
     fn finished(id: &str, outcome: Option<TaskOutcome>) -> TaskRecord {
@@ -651,22 +728,30 @@ mod tests {
             Some(TaskOutcome::Error(
                 JsonRpcError::new(-32050, "boom").with_data(json!({"x": [1, 2.5]})),
             )),
-            // `data: null` is kept apart from no `data`.
-            Some(TaskOutcome::Error(
-                JsonRpcError::new(1, "x").with_data(Value::Null),
-            )),
             Some(TaskOutcome::Error(JsonRpcError::new(-32603, "no data"))),
             None,
         ];
         let store = MemoryStore::new();
         for (i, outcome) in outcomes.into_iter().enumerate() {
             let id = format!("task-{i}");
-            let mut working = finished(&id, None);
-            working.status = TaskStatus::Working;
-            working.version = 1;
-            store.create(working.clone()).await.unwrap();
             let mut done = finished(&id, outcome);
             done.version = 2;
+            // Texts of every length, multi-byte ones, and absent ones.
+            match i {
+                1 => done.owner = None,
+                2 => done.status_message = None,
+                3 => {
+                    done.owner = Some("ü".repeat(40));
+                    done.tool_name = String::new();
+                    done.status_message = Some("é\u{1F600}".into());
+                }
+                _ => {}
+            }
+            let mut working = done.clone();
+            working.status = TaskStatus::Working;
+            working.outcome = None;
+            working.version = 1;
+            store.create(working).await.unwrap();
             store.replace(done.clone(), 1).await.unwrap();
             {
                 let shard = read(store.shard(&Id::new(&id)));
@@ -677,7 +762,10 @@ mod tests {
             }
             let got = store.get(&id, 1_000).await.unwrap().unwrap();
             assert_eq!(*got, done);
-            let listed = store.list(Some("alice"), None, 10, 1_000).await.unwrap();
+            let listed = store
+                .list(done.owner.as_deref(), None, 10, 1_000)
+                .await
+                .unwrap();
             assert!(listed.iter().any(|r| **r == done));
         }
     }
@@ -685,11 +773,19 @@ mod tests {
     #[tokio::test]
     async fn records_that_cannot_be_compacted_stay_whole() {
         let store = MemoryStore::new();
-        // Resume state left in place.
+        // Resume state left in place, or an error whose `data` is `null`
+        // (its JSON would read back without `data`).
         let mut kept = finished("args", None);
         kept.arguments = Some(JsonText::from_value(&json!({"a": 1})));
         kept.version = 1;
-        for r in [kept] {
+        let mut null_data = finished(
+            "null-data",
+            Some(TaskOutcome::Error(
+                JsonRpcError::new(1, "x").with_data(Value::Null),
+            )),
+        );
+        null_data.version = 1;
+        for r in [kept, null_data] {
             store.create(r.clone()).await.unwrap();
             assert!(matches!(
                 read(store.shard(&Id::new(&r.id)))
