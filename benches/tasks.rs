@@ -58,8 +58,8 @@ use tower::{service_fn, Layer, Service};
 
 mod support;
 use support::{
-    call, close_gate, completed_record, get, inner, now_ms, open_gate, runtime, task_id_of, timed,
-    update, XorShift,
+    call, close_gate, completed_record, get, inner, now_ms, open_gate, runtime, status_of,
+    task_id_of, timed, update, XorShift,
 };
 
 const CHUNK: u64 = 256;
@@ -354,7 +354,7 @@ fn lifecycle(c: &mut Criterion) {
                         let id = task_id_of(&svc.call(r).await.unwrap());
                         wait_for(&mut rx, &id, TaskStatus::Completed).await;
                         let got = svc.call(get(2, &id)).await.unwrap();
-                        assert_eq!(got.result_value().unwrap()["status"], "completed");
+                        assert_eq!(status_of(&got), "completed");
                     },
                 )
             })

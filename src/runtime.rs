@@ -1601,7 +1601,9 @@ impl Shared {
                 Ok(Ok(resp)) if is_mrtr(&resp) || matches!(policy, TaskPolicy::Auto { .. }) => {
                     return Ok(resp)
                 }
-                Ok(Ok(resp)) => Box::pin(std::future::ready(Ok(resp))),
+                // A `Task` tool that has answered already: its task is
+                // written once, finished.
+                Ok(Ok(resp)) => return Box::pin(self.create_finished(Box::new(call), resp)).await,
                 Err(()) => fut,
             }
         };
@@ -1609,6 +1611,98 @@ impl Shared {
         // need, and futures of 1 KB and more are large allocations, slower
         // to make and free (this one would be 1.6 KB).
         Box::pin(self.create_task(svc, Box::new(call), fut)).await
+    }
+
+    /// The record of a new task for `call`, `working` at version 1; `None`
+    /// if no id could be made.
+    fn new_record(&self, call: &mut ToolCall) -> Option<TaskRecord> {
+        let task_id = match new_task_id() {
+            Ok(id) => id,
+            Err(e) => {
+                call.token.cancel();
+                warn!(error = %e, "the OS random source failed; no task created");
+                return None;
+            }
+        };
+        let now = self.now_ms();
+        let mut record = TaskRecord::new(
+            task_id,
+            call.era,
+            std::mem::take(&mut call.name),
+            Value::Null,
+            now,
+            self.cfg.ttl_ms(call.requested_ttl),
+        )
+        .with_owner(call.owner.take());
+        // Absent arguments are kept as `{}`.
+        record.arguments = Some(
+            call.kept
+                .arguments
+                .take()
+                .unwrap_or_else(|| JsonText::from_value(&json!({}))),
+        );
+        record.poll_interval_ms =
+            Some(u64::try_from(self.cfg.poll_interval.as_millis()).unwrap_or(u64::MAX));
+        record.meta = call.kept.meta.take();
+        // Answers given before the task existed seed the task's answers, so a
+        // handler resumed from the top finds them again.
+        record.input_responses = std::mem::take(&mut call.input_responses);
+        record.request_state = call.request_state.take();
+        Some(record)
+    }
+
+    /// The task of a `tools/call` whose handler answered on its first poll
+    /// (2026-07-28): written once, already finished, instead of `working`
+    /// and then finished. Answered and announced as if it had been written
+    /// twice: the answer shows the task `working`, and event listeners see
+    /// `working` then the end.
+    async fn create_finished<E>(
+        self: Arc<Self>,
+        mut call: Box<ToolCall>,
+        resp: JsonRpcResponse,
+    ) -> Result<JsonRpcResponse, E> {
+        let Some(working) = self.new_record(&mut call) else {
+            return Ok(JsonRpcResponse::error(
+                call.id,
+                JsonRpcError::internal("cannot create a task id"),
+            ));
+        };
+        let (status, outcome, message) = match Answer::from_output::<E>(Ok(resp))
+            .bounded(self.cfg.limits.max_result_bytes)
+        {
+            // A 2026-07-28 tool error stays `completed` (R22).
+            Answer::Result(result, _) => (TaskStatus::Completed, TaskOutcome::Result(result), None),
+            Answer::Error(e) => {
+                let message = Some(e.message.clone());
+                (TaskStatus::Failed, TaskOutcome::Error(e), message)
+            }
+            // Input requests were answered as MRTR before the task.
+            Answer::Input { .. } | Answer::StateOnly(_) => {
+                let e = JsonRpcError::internal("the tool asked for input in an unexpected way");
+                let message = Some(e.message.clone());
+                (TaskStatus::Failed, TaskOutcome::Error(e), message)
+            }
+        };
+        let mut done = next_finished(&working, working.created_at_ms);
+        finish(&mut done, status, Some(outcome), message);
+        let span = task_span(&working.id, &working.tool_name);
+        let done = Arc::new(done);
+        if let Err(e) = self.store.create_shared(Arc::clone(&done)).await {
+            return Ok(JsonRpcResponse::error(call.id, store_failure(&e)));
+        }
+        info!(parent: &span, status = %working.status, "task created");
+        self.announce(&working);
+        let created = self.create_result(&working);
+        crate::metrics::created(working.era);
+        let local = Local {
+            token: call.token.clone(),
+            span,
+            peer: None,
+            status: working.status,
+            owner: None,
+        };
+        self.publish(working.status, &done, Some(&local));
+        Ok(text_reply(call.id, created))
     }
 
     /// Store the task of a `tools/call` whose handler is running (or has
@@ -1622,40 +1716,13 @@ impl Shared {
     where
         S: InnerService,
     {
-        let task_id = match new_task_id() {
-            Ok(id) => id,
-            Err(e) => {
-                call.token.cancel();
-                warn!(error = %e, "the OS random source failed; no task created");
-                return Ok(JsonRpcResponse::error(
-                    call.id,
-                    JsonRpcError::internal("cannot create a task id"),
-                ));
-            }
+        let mut call = call;
+        let Some(mut record) = self.new_record(&mut call) else {
+            return Ok(JsonRpcResponse::error(
+                call.id,
+                JsonRpcError::internal("cannot create a task id"),
+            ));
         };
-        let now = self.now_ms();
-        let mut record = TaskRecord::new(
-            task_id,
-            call.era,
-            call.name,
-            Value::Null,
-            now,
-            self.cfg.ttl_ms(call.requested_ttl),
-        )
-        .with_owner(call.owner);
-        // Absent arguments are kept as `{}`.
-        record.arguments = Some(
-            call.kept
-                .arguments
-                .unwrap_or_else(|| JsonText::from_value(&json!({}))),
-        );
-        record.poll_interval_ms =
-            Some(u64::try_from(self.cfg.poll_interval.as_millis()).unwrap_or(u64::MAX));
-        record.meta = call.kept.meta;
-        // Answers given before the task existed seed the task's answers, so a
-        // handler resumed from the top finds them again.
-        record.input_responses = call.input_responses;
-        record.request_state = call.request_state;
         record.lease = Some(self.new_lease(None));
         let span = task_span(&record.id, &record.tool_name);
         let record = Arc::new(record);

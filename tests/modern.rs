@@ -729,3 +729,41 @@ async fn racing_updates_resume_the_handler_exactly_once() {
         "one first run and exactly one resume"
     );
 }
+
+/// A `Task` tool whose handler answers on its first poll has its task
+/// written once, finished; what the client and event listeners see is what
+/// two writes gave: the creating answer shows `working` (R16), events go
+/// `working` → end with growing versions, and the task reads back finished
+/// with the handler's exact result or error (R20, R22).
+#[tokio::test(start_paused = true)]
+async fn a_handler_answering_at_once_reads_as_working_then_finished() {
+    let c = Client::new(layer());
+    for (tool, end) in [
+        ("tool_error", TaskStatus::Completed),
+        ("boom", TaskStatus::Failed),
+    ] {
+        let mut events = c.events.resubscribe();
+        let resp = c.call(tool, json!({})).await;
+        let created = ok(&resp);
+        assert_eq!(created["resultType"], "task");
+        assert_eq!(created["status"], "working", "R16: {tool}");
+        let id = created["taskId"].as_str().unwrap().to_owned();
+        let mut seq = Vec::new();
+        while let Ok(e) = events.try_recv() {
+            assert_eq!(e.task_id, id);
+            seq.push((e.status, e.version));
+        }
+        assert_eq!(seq, [(TaskStatus::Working, 1), (end, 2)], "{tool}");
+        let body = c.get_ok(&id).await;
+        assert_eq!(body["status"], end.as_str());
+        assert_eq!(body["createdAt"], created["createdAt"]);
+        match end {
+            TaskStatus::Completed => assert_eq!(body["result"]["isError"], true, "R22"),
+            _ => assert_eq!(
+                body["error"],
+                json!({"code": -32050, "message": "upstream exploded", "data": {"retry": false}}),
+                "R20"
+            ),
+        }
+    }
+}

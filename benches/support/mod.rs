@@ -271,6 +271,26 @@ pub fn task_id_of(resp: &JsonRpcResponse) -> String {
     v["taskId"].as_str().expect("a taskId").to_owned()
 }
 
+/// The `status` of a `tasks/get` answer, read from its text without
+/// building a `Value` (the bench's check should not cost more than the
+/// layer's answer), or from its value.
+pub fn status_of(resp: &JsonRpcResponse) -> String {
+    #[derive(serde::Deserialize)]
+    struct Status<'a> {
+        status: &'a str,
+    }
+    match resp.result_text() {
+        Some(text) => serde_json::from_str::<Status<'_>>(text)
+            .expect("a task")
+            .status
+            .to_owned(),
+        None => resp.result_value().expect("a result")["status"]
+            .as_str()
+            .expect("a status")
+            .to_owned(),
+    }
+}
+
 /// Resident memory of this process in KiB (`VmRSS` of /proc/self/status).
 pub fn rss_kib() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
