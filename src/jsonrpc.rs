@@ -393,33 +393,37 @@ impl JsonRpcResponse {
     /// The wire form: `{"jsonrpc":"2.0","id":…,"result":…}` (or `"error"`),
     /// compact, a text result copied as it is.
     pub fn to_vec(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(match &self.payload {
+        use std::fmt::Write as _;
+        let mut out = String::with_capacity(match &self.payload {
             Payload::Text(json, _) => json.len() + 48,
             _ => 128,
         });
-        out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+        out.push_str("{\"jsonrpc\":\"2.0\",\"id\":");
         match &self.id {
-            None => out.extend_from_slice(b"null"),
-            Some(RequestId::Number(n)) => out.extend_from_slice(n.to_string().as_bytes()),
+            None => out.push_str("null"),
+            Some(RequestId::Number(n)) => {
+                let _ = write!(out, "{n}");
+            }
             Some(RequestId::String(s)) => crate::limits::write_json_str(&mut out, s),
         }
         match &self.payload {
             Payload::Value(v) => {
-                out.extend_from_slice(b",\"result\":");
+                out.push_str(",\"result\":");
                 crate::limits::write_json(&mut out, v);
             }
             Payload::Text(json, _) => {
-                out.extend_from_slice(b",\"result\":");
-                out.extend_from_slice(json.as_bytes());
+                out.push_str(",\"result\":");
+                out.push_str(json);
             }
             Payload::Error(e) => {
-                out.extend_from_slice(b",\"error\":");
+                out.push_str(",\"error\":");
                 // A struct of strings, numbers and a `Value`: cannot fail.
-                let _ = serde_json::to_writer(&mut out, e);
+                let error = serde_json::to_string(e).unwrap_or_else(|_| "null".into());
+                out.push_str(&error);
             }
         }
-        out.push(b'}');
-        out
+        out.push('}');
+        out.into_bytes()
     }
 }
 
@@ -502,10 +506,9 @@ pub struct JsonText(Arc<str>);
 impl JsonText {
     /// The text of `value`, compact (byte for byte what `serde_json` writes).
     pub fn from_value(value: &Value) -> Self {
-        let mut out = Vec::with_capacity(128);
+        let mut out = String::with_capacity(256);
         crate::limits::write_json(&mut out, value);
-        // ASCII and whole runs of the value's own strings: always UTF-8.
-        JsonText(Arc::from(std::str::from_utf8(&out).unwrap_or("null")))
+        JsonText(Arc::from(out))
     }
 
     /// Text known to be valid JSON (a slice of another `JsonText`).

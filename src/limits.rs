@@ -72,84 +72,85 @@ pub(crate) fn json_size(value: &Value) -> usize {
 }
 
 /// Append `value` as compact JSON: byte for byte what `serde_json::to_vec`
-/// writes, without going through serde.
-pub(crate) fn write_json(out: &mut Vec<u8>, value: &Value) {
+/// writes, without going through serde (and into a `String`, so nobody
+/// checks the text for UTF-8 again).
+pub(crate) fn write_json(out: &mut String, value: &Value) {
     match value {
-        Value::Null => out.extend_from_slice(b"null"),
-        Value::Bool(true) => out.extend_from_slice(b"true"),
-        Value::Bool(false) => out.extend_from_slice(b"false"),
+        Value::Null => out.push_str("null"),
+        Value::Bool(true) => out.push_str("true"),
+        Value::Bool(false) => out.push_str("false"),
         // `Number`'s `Display` is its JSON text (itoa, or the shortest
         // round-trip form of a finite float).
         Value::Number(n) => {
-            use std::io::Write as _;
+            use std::fmt::Write as _;
             let _ = write!(out, "{n}");
         }
         Value::String(s) => write_json_str(out, s),
         Value::Array(items) => {
-            out.push(b'[');
+            out.push('[');
             for (i, item) in items.iter().enumerate() {
                 if i > 0 {
-                    out.push(b',');
+                    out.push(',');
                 }
                 write_json(out, item);
             }
-            out.push(b']');
+            out.push(']');
         }
         Value::Object(map) => {
-            out.push(b'{');
+            out.push('{');
             for (i, (key, item)) in map.iter().enumerate() {
                 if i > 0 {
-                    out.push(b',');
+                    out.push(',');
                 }
                 write_json_str(out, key);
-                out.push(b':');
+                out.push(':');
                 write_json(out, item);
             }
-            out.push(b'}');
+            out.push('}');
         }
     }
 }
 
 /// A JSON string literal, escaped as serde_json does: `\"`, `\\`, the
 /// short forms `\b \t \n \f \r`, and `\u00xx` for other control bytes.
-pub(crate) fn write_json_str(out: &mut Vec<u8>, s: &str) {
+pub(crate) fn write_json_str(out: &mut String, s: &str) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
-    let bytes = s.as_bytes();
-    out.push(b'"');
-    if !needs_escaping(bytes) {
-        out.extend_from_slice(bytes);
-        out.push(b'"');
+    out.push('"');
+    if !needs_escaping(s.as_bytes()) {
+        out.push_str(s);
+        out.push('"');
         return;
     }
     let mut clean = 0;
-    for (i, &byte) in bytes.iter().enumerate() {
+    for (i, &byte) in s.as_bytes().iter().enumerate() {
         if byte >= 0x20 && byte != b'"' && byte != b'\\' {
             continue;
         }
-        out.extend_from_slice(&bytes[clean..i]);
+        // `i` is at an ASCII byte, so a char boundary.
+        out.push_str(s.get(clean..i).unwrap_or_default());
         clean = i + 1;
         let short = match byte {
-            b'"' => b'"',
-            b'\\' => b'\\',
-            0x08 => b'b',
-            0x09 => b't',
-            0x0a => b'n',
-            0x0c => b'f',
-            0x0d => b'r',
+            b'"' => '"',
+            b'\\' => '\\',
+            0x08 => 'b',
+            0x09 => 't',
+            0x0a => 'n',
+            0x0c => 'f',
+            0x0d => 'r',
             _ => {
-                out.extend_from_slice(b"\\u00");
-                out.push(HEX[usize::from(byte >> 4)]);
-                out.push(HEX[usize::from(byte & 0xf)]);
+                out.push_str("\\u00");
+                out.push(char::from(HEX[usize::from(byte >> 4)]));
+                out.push(char::from(HEX[usize::from(byte & 0xf)]));
                 continue;
             }
         };
-        out.extend_from_slice(&[b'\\', short]);
+        out.push('\\');
+        out.push(short);
     }
-    out.extend_from_slice(&bytes[clean..]);
-    out.push(b'"');
+    out.push_str(s.get(clean..).unwrap_or_default());
+    out.push('"');
 }
 
-/// Whether any byte is a control byte, `"` or `\\`: eight bytes per step.
 fn needs_escaping(bytes: &[u8]) -> bool {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGHS: u64 = 0x8080_8080_8080_8080;
@@ -265,9 +266,9 @@ mod tests {
             json!([null, true, false, {}, [], "", {"": {"a": [[]]}}]),
             json!(-0.0),
         ] {
-            let mut mine = Vec::new();
+            let mut mine = String::new();
             write_json(&mut mine, &v);
-            assert_eq!(mine, serde_json::to_vec(&v).unwrap());
+            assert_eq!(mine, serde_json::to_string(&v).unwrap());
         }
         assert_eq!(depth(&json!(1)), 0);
         assert_eq!(depth(&json!({"a": {"b": [1]}})), 3);

@@ -934,7 +934,7 @@ impl Shared {
     /// The 2026-07-28 body of a record as a value, with `resultType` when
     /// given: [`Shared::detailed_json`] parsed.
     fn detailed_value(&self, r: &TaskRecord, result_type: Option<&str>) -> Value {
-        serde_json::from_slice(&detailed_json(r, result_type)).unwrap_or_default()
+        serde_json::from_str(&detailed_json(r, result_type)).unwrap_or_default()
     }
 
     // ----- tasks/get, tasks/update, tasks/cancel (2026-07-28) -----
@@ -971,10 +971,10 @@ impl Shared {
     }
 
     /// The `tasks/get` result of what a lookup found.
-    fn get_body(&self, record: Option<Arc<TaskRecord>>, era: Era) -> Result<Vec<u8>, JsonRpcError> {
+    fn get_body(&self, record: Option<Arc<TaskRecord>>, era: Era) -> Result<String, JsonRpcError> {
         let record = record.ok_or_else(task_not_found)?;
         Ok(match era {
-            Era::Legacy => serde_json::to_vec(&self.legacy_task(&record)).unwrap_or_default(),
+            Era::Legacy => serde_json::to_string(&self.legacy_task(&record)).unwrap_or_default(),
             _ => detailed_json(&record, Some("complete")),
         })
     }
@@ -1403,10 +1403,10 @@ impl Shared {
     }
 
     /// The answer to the `tools/call` that made the task, as JSON text.
-    fn create_result(&self, r: &TaskRecord) -> Vec<u8> {
+    fn create_result(&self, r: &TaskRecord) -> String {
         match r.era {
             Era::Legacy => {
-                serde_json::to_vec(&json!({ "task": self.legacy_task(r) })).unwrap_or_default()
+                serde_json::to_string(&json!({ "task": self.legacy_task(r) })).unwrap_or_default()
             }
             _ => detailed_json(r, Some("task")),
         }
@@ -2188,104 +2188,95 @@ fn visible(
 }
 
 /// The answer to `req`.
-fn get_reply(req: JsonRpcRequest, answer: Result<Vec<u8>, JsonRpcError>) -> JsonRpcResponse {
+fn get_reply(req: JsonRpcRequest, answer: Result<String, JsonRpcError>) -> JsonRpcResponse {
     match answer {
         Ok(json) => text_reply(req.id, json),
         Err(e) => JsonRpcResponse::error(req.id, e),
     }
 }
 
-/// A success whose result this crate wrote; `null` if it were not UTF-8
-/// (it always is: JSON text from `serde_json` and [`write_json`]).
-fn text_reply(id: Option<RequestId>, json: Vec<u8>) -> JsonRpcResponse {
-    let text = String::from_utf8(json).unwrap_or_else(|_| String::from("null"));
-    JsonRpcResponse::trusted_text(id, text)
+/// A success whose result this crate wrote.
+fn text_reply(id: Option<RequestId>, json: String) -> JsonRpcResponse {
+    JsonRpcResponse::trusted_text(id, json)
 }
 
 /// `ms` as a quoted RFC 3339 timestamp, as [`rfc3339`] writes it.
-fn write_rfc3339(out: &mut Vec<u8>, ms: i64) {
-    out.push(b'"');
-    match rfc3339_digits(ms) {
-        Some(digits) => out.extend_from_slice(&digits),
-        None => out.extend_from_slice(rfc3339_formatted(ms).as_bytes()),
+fn write_rfc3339(out: &mut String, ms: i64) {
+    out.push('"');
+    match rfc3339_digits(ms)
+        .as_ref()
+        .and_then(|d| std::str::from_utf8(d).ok())
+    {
+        Some(digits) => out.push_str(digits),
+        None => out.push_str(&rfc3339_formatted(ms)),
     }
-    out.push(b'"');
+    out.push('"');
 }
 
 /// `n` in decimal.
-fn write_u64(out: &mut Vec<u8>, mut n: u64) {
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    loop {
-        at -= 1;
-        // A digit: `n % 10 < 10`.
-        digits[at] = b'0' + u8::try_from(n % 10).unwrap_or(0);
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&digits[at..]);
+fn write_u64(out: &mut String, n: u64) {
+    use std::fmt::Write as _;
+    let _ = write!(out, "{n}");
 }
 
 /// The 2026-07-28 body of a record (`DetailedTask`), with `resultType`
 /// when given, written field by field: the stored result text is copied in
 /// as it is. The same JSON as serializing [`Shared::detailed`] (a test
 /// holds them together).
-fn detailed_json(r: &TaskRecord, result_type: Option<&str>) -> Vec<u8> {
+fn detailed_json(r: &TaskRecord, result_type: Option<&str>) -> String {
     // Room for everything but input requests and errors: one allocation.
     let extra = match &r.outcome {
         Some(TaskOutcome::Result(text)) => text.get().len(),
         _ => 0,
     } + r.id.len()
         + r.status_message.as_ref().map_or(0, String::len);
-    let mut out = Vec::with_capacity(256 + extra);
-    out.push(b'{');
+    let mut out = String::with_capacity(256 + extra);
+    out.push('{');
     if let Some(rt) = result_type {
-        out.extend_from_slice(b"\"resultType\":");
+        out.push_str("\"resultType\":");
         write_json_str(&mut out, rt);
-        out.push(b',');
+        out.push(',');
     }
-    out.extend_from_slice(b"\"taskId\":");
+    out.push_str("\"taskId\":");
     write_json_str(&mut out, &r.id);
-    out.extend_from_slice(b",\"status\":");
+    out.push_str(",\"status\":");
     write_json_str(&mut out, r.status.as_str());
     if let Some(msg) = &r.status_message {
-        out.extend_from_slice(b",\"statusMessage\":");
+        out.push_str(",\"statusMessage\":");
         write_json_str(&mut out, msg);
     }
-    out.extend_from_slice(b",\"createdAt\":");
+    out.push_str(",\"createdAt\":");
     write_rfc3339(&mut out, r.created_at_ms);
-    out.extend_from_slice(b",\"lastUpdatedAt\":");
+    out.push_str(",\"lastUpdatedAt\":");
     write_rfc3339(&mut out, r.updated_at_ms);
-    out.extend_from_slice(b",\"ttlMs\":");
+    out.push_str(",\"ttlMs\":");
     match r.ttl_ms {
         Some(ttl) => write_u64(&mut out, ttl),
-        None => out.extend_from_slice(b"null"),
+        None => out.push_str("null"),
     }
     if let Some(p) = r.poll_interval_ms {
-        out.extend_from_slice(b",\"pollIntervalMs\":");
+        out.push_str(",\"pollIntervalMs\":");
         write_u64(&mut out, p);
     }
     match (r.status, &r.outcome) {
         (TaskStatus::InputRequired, _) => {
-            out.extend_from_slice(b",\"inputRequests\":{");
+            out.push_str(",\"inputRequests\":{");
             for (i, (key, pending)) in r.input_requests.iter().enumerate() {
                 if i > 0 {
-                    out.push(b',');
+                    out.push(',');
                 }
                 write_json_str(&mut out, key);
-                out.push(b':');
+                out.push(':');
                 // Strings and JSON values only: cannot fail.
-                let _ = serde_json::to_writer(&mut out, &pending.request);
+                out.push_str(&serde_json::to_string(&pending.request).unwrap_or_default());
             }
-            out.push(b'}');
+            out.push('}');
         }
         (TaskStatus::Completed, Some(TaskOutcome::Result(result))) => {
-            out.extend_from_slice(b",\"result\":");
-            out.extend_from_slice(result.get().as_bytes());
+            out.push_str(",\"result\":");
+            out.push_str(result.get());
         }
-        (TaskStatus::Completed, _) => out.extend_from_slice(b",\"result\":{}"),
+        (TaskStatus::Completed, _) => out.push_str(",\"result\":{}"),
         (TaskStatus::Failed, outcome) => {
             let fallback;
             let error = match outcome {
@@ -2295,12 +2286,12 @@ fn detailed_json(r: &TaskRecord, result_type: Option<&str>) -> Vec<u8> {
                     &fallback
                 }
             };
-            out.extend_from_slice(b",\"error\":");
-            let _ = serde_json::to_writer(&mut out, error);
+            out.push_str(",\"error\":");
+            out.push_str(&serde_json::to_string(error).unwrap_or_default());
         }
         _ => {}
     }
-    out.push(b'}');
+    out.push('}');
     out
 }
 
