@@ -501,24 +501,40 @@ impl Serialize for JsonRpcResponse {
 /// `serde_json`'s deserializer). Two texts are equal when they are the same
 /// text or parse to the same value.
 #[derive(Clone)]
-pub struct JsonText(Arc<str>);
+pub struct JsonText {
+    text: Arc<str>,
+    /// Where the JSON starts in `text` (a store may keep it after other
+    /// text of the same record).
+    start: u32,
+}
 
 impl JsonText {
     /// The text of `value`, compact (byte for byte what `serde_json` writes).
     pub fn from_value(value: &Value) -> Self {
         let mut out = String::with_capacity(256);
         crate::limits::write_json(&mut out, value);
-        JsonText(Arc::from(out))
+        JsonText::whole(Arc::from(out))
     }
 
-    /// Text known to be valid JSON (a slice of another `JsonText`).
-    pub(crate) fn trusted(json: &str) -> Self {
-        JsonText(Arc::from(json))
+    fn whole(text: Arc<str>) -> Self {
+        JsonText { text, start: 0 }
+    }
+
+    /// The JSON at `start` of `text`, which some `JsonText` wrote there:
+    /// shares `text`, copies nothing.
+    pub(crate) fn trusted_tail(text: &Arc<str>, start: usize) -> Self {
+        match u32::try_from(start) {
+            Ok(at) if text.is_char_boundary(start) => JsonText {
+                text: Arc::clone(text),
+                start: at,
+            },
+            _ => JsonText::whole(Arc::from(text.get(start..).unwrap_or("null"))),
+        }
     }
 
     /// The JSON text.
     pub fn get(&self) -> &str {
-        &self.0
+        self.text.get(self.start as usize..).unwrap_or("null")
     }
 
     /// The text parsed into a `Value`.
@@ -530,7 +546,7 @@ impl JsonText {
 /// Kept without line breaks (see [`JsonRpcResponse::raw_result`]).
 impl From<Box<RawValue>> for JsonText {
     fn from(raw: Box<RawValue>) -> Self {
-        JsonText(Arc::from(compact(raw).get()))
+        JsonText::whole(Arc::from(compact(raw).get()))
     }
 }
 

@@ -2213,10 +2213,21 @@ fn write_rfc3339(out: &mut String, ms: i64) {
     out.push('"');
 }
 
-/// `n` in decimal.
-fn write_u64(out: &mut String, n: u64) {
-    use std::fmt::Write as _;
-    let _ = write!(out, "{n}");
+/// `n` in decimal (without `fmt`'s machinery, on every read).
+fn write_u64(out: &mut String, mut n: u64) {
+    let mut digits = [b'0'; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        // A digit: `n % 10 < 10`.
+        digits[at] = b'0' + u8::try_from(n % 10).unwrap_or(0);
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    // ASCII digits.
+    out.push_str(std::str::from_utf8(&digits[at..]).unwrap_or("0"));
 }
 
 /// The 2026-07-28 body of a record (`DetailedTask`), with `resultType`
@@ -2581,6 +2592,15 @@ mod tests {
         }
         for ms in cases {
             assert_eq!(rfc3339(ms), rfc3339_formatted(ms), "{ms}");
+        }
+    }
+
+    #[test]
+    fn numbers_are_written_in_decimal() {
+        for n in [0, 7, 10, 999, 1_000, u64::from(u32::MAX), u64::MAX] {
+            let mut out = String::from("x");
+            write_u64(&mut out, n);
+            assert_eq!(out, format!("x{n}"));
         }
     }
 

@@ -247,8 +247,9 @@ impl Done {
         })
     }
 
-    /// The owner, tool name, status message and outcome JSON.
-    fn parts(&self) -> (Option<&str>, &str, Option<&str>, &str) {
+    /// The owner, tool name, status message and outcome JSON (the latter
+    /// with its offset in `text`).
+    fn parts(&self) -> (Option<&str>, &str, Option<&str>, (usize, &str)) {
         let mut rest: &str = &self.text;
         // Lengths of whole strings written by `Done::of`: char boundaries.
         let mut take = |n: u32| {
@@ -260,7 +261,7 @@ impl Done {
         let owner = self.owner_len.map(&mut take);
         let tool = take(self.tool_len);
         let message = self.message_len.map(&mut take);
-        (owner, tool, message, rest)
+        (owner, tool, message, (self.text.len() - rest.len(), rest))
     }
 
     fn owner(&self) -> Option<&str> {
@@ -269,10 +270,11 @@ impl Done {
 
     /// The full record again.
     fn record(&self, id: &str) -> TaskRecord {
-        let (owner, tool, message, json) = self.parts();
+        let (owner, tool, message, (at, json)) = self.parts();
         let outcome = match self.outcome {
             Kept::Nothing => None,
-            Kept::Result => Some(TaskOutcome::Result(JsonText::trusted(json))),
+            // The result's text, shared.
+            Kept::Result => Some(TaskOutcome::Result(JsonText::trusted_tail(&self.text, at))),
             Kept::Error => Some(TaskOutcome::Error(
                 serde_json::from_str(json).unwrap_or_else(|e| {
                     // Written by `Done::of` from a value of this very type.
