@@ -2200,6 +2200,9 @@ fn text_reply(id: Option<RequestId>, json: String) -> JsonRpcResponse {
     JsonRpcResponse::trusted_text(id, json)
 }
 
+/// Length of a quoted timestamp as [`write_rfc3339`] writes it.
+const RFC3339_QUOTED: usize = "\"2026-01-01T00:00:00.000Z\"".len();
+
 /// `ms` as a quoted RFC 3339 timestamp, as [`rfc3339`] writes it.
 fn write_rfc3339(out: &mut String, ms: i64) {
     out.push('"');
@@ -2257,9 +2260,16 @@ fn detailed_json(r: &TaskRecord, result_type: Option<&str>) -> String {
         write_json_str(&mut out, msg);
     }
     out.push_str(",\"createdAt\":");
+    let created = out.len();
     write_rfc3339(&mut out, r.created_at_ms);
+    let written = out.len() - created;
     out.push_str(",\"lastUpdatedAt\":");
-    write_rfc3339(&mut out, r.updated_at_ms);
+    if r.updated_at_ms == r.created_at_ms && written == RFC3339_QUOTED {
+        // A task that has not changed since it was made: the same text.
+        out.extend_from_within(created..created + RFC3339_QUOTED);
+    } else {
+        write_rfc3339(&mut out, r.updated_at_ms);
+    }
     out.push_str(",\"ttlMs\":");
     match r.ttl_ms {
         Some(ttl) => write_u64(&mut out, ttl),
@@ -2655,6 +2665,16 @@ mod tests {
         cancelled.status = TaskStatus::Cancelled;
         cancelled.ttl_ms = None;
         cases.push(cancelled);
+        // Timestamps: changed since creation, and (equal or not) beyond the
+        // digit-by-digit years.
+        let mut changed = r.clone();
+        changed.updated_at_ms += 1_234;
+        let mut far = r.clone();
+        far.created_at_ms = 253_402_300_800_000; // year 10000
+        far.updated_at_ms = far.created_at_ms;
+        let mut farther = far.clone();
+        farther.updated_at_ms += 1;
+        cases.extend([changed, far, farther]);
         for r in cases {
             let typed = serde_json::to_value(shared.detailed(&r)).unwrap_or_default();
             assert_eq!(shared.detailed_value(&r, None), typed, "{:?}", r.status);
