@@ -2200,16 +2200,15 @@ fn text_reply(id: Option<RequestId>, json: String) -> JsonRpcResponse {
     JsonRpcResponse::trusted_text(id, json)
 }
 
-/// Length of a quoted timestamp as [`write_rfc3339`] writes it.
-const RFC3339_QUOTED: usize = "\"2026-01-01T00:00:00.000Z\"".len();
-
 /// `ms` as a quoted RFC 3339 timestamp, as [`rfc3339`] writes it.
 fn write_rfc3339(out: &mut String, ms: i64) {
+    write_stamp(out, ms, rfc3339_digits(ms).as_ref());
+}
+
+/// `ms` quoted, from its digits if [`rfc3339_digits`] gave them.
+fn write_stamp(out: &mut String, ms: i64, digits: Option<&[u8; 24]>) {
     out.push('"');
-    match rfc3339_digits(ms)
-        .as_ref()
-        .and_then(|d| std::str::from_utf8(d).ok())
-    {
+    match digits.and_then(|d| std::str::from_utf8(d).ok()) {
         Some(digits) => out.push_str(digits),
         None => out.push_str(&rfc3339_formatted(ms)),
     }
@@ -2260,13 +2259,12 @@ fn detailed_json(r: &TaskRecord, result_type: Option<&str>) -> String {
         write_json_str(&mut out, msg);
     }
     out.push_str(",\"createdAt\":");
-    let created = out.len();
-    write_rfc3339(&mut out, r.created_at_ms);
-    let written = out.len() - created;
+    let created = rfc3339_digits(r.created_at_ms);
+    write_stamp(&mut out, r.created_at_ms, created.as_ref());
     out.push_str(",\"lastUpdatedAt\":");
-    if r.updated_at_ms == r.created_at_ms && written == RFC3339_QUOTED {
-        // A task that has not changed since it was made: the same text.
-        out.extend_from_within(created..created + RFC3339_QUOTED);
+    if r.updated_at_ms == r.created_at_ms {
+        // A task unchanged since it was made: formatted once.
+        write_stamp(&mut out, r.created_at_ms, created.as_ref());
     } else {
         write_rfc3339(&mut out, r.updated_at_ms);
     }
