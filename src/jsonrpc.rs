@@ -516,6 +516,11 @@ impl JsonText {
         JsonText::whole(Arc::from(out))
     }
 
+    /// Text written by this crate's JSON writer.
+    pub(crate) fn from_written(text: String) -> Self {
+        JsonText::whole(Arc::from(text))
+    }
+
     fn whole(text: Arc<str>) -> Self {
         JsonText { text, start: 0 }
     }

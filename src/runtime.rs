@@ -379,10 +379,14 @@ const MAX_KEPT_DEPTH: usize = 100;
 
 /// A copy of request JSON that a task may have to store, as text, or
 /// `None` if it nests deeper than [`MAX_KEPT_DEPTH`].
-fn keep(v: &Value) -> Option<JsonText> {
-    let text = JsonText::from_value(v);
+///
+/// A `String` until a task is made (most `Auto` calls end before): the
+/// shared [`JsonText`] costs one more copy.
+fn keep(v: &Value) -> Option<String> {
+    let mut text = String::with_capacity(256);
+    crate::limits::write_json(&mut text, v);
     // Nesting 100 levels takes at least 200 bytes of brackets.
-    if text.get().len() >= 2 * MAX_KEPT_DEPTH && crate::limits::depth(v) >= MAX_KEPT_DEPTH {
+    if text.len() >= 2 * MAX_KEPT_DEPTH && crate::limits::depth(v) >= MAX_KEPT_DEPTH {
         return None;
     }
     Some(text)
@@ -392,8 +396,8 @@ fn keep(v: &Value) -> Option<JsonText> {
 /// the task the call may become, and their serialized size (absent
 /// `arguments` count as `null`, as before).
 pub(crate) struct KeptCall {
-    pub(crate) arguments: Option<JsonText>,
-    pub(crate) meta: Option<JsonText>,
+    pub(crate) arguments: Option<String>,
+    pub(crate) meta: Option<String>,
     pub(crate) size: usize,
 }
 
@@ -416,12 +420,12 @@ impl KeptCall {
         kept.size = "null".len();
         if let Some(a) = params.get("arguments") {
             let text = keep(a).ok_or_else(|| too_deep("arguments"))?;
-            kept.size = text.get().len();
+            kept.size = text.len();
             kept.arguments = Some(text);
         }
         if let Some(m) = params.get("_meta") {
             let text = keep(m).ok_or_else(|| too_deep("_meta"))?;
-            kept.size += text.get().len();
+            kept.size += text.len();
             kept.meta = Some(text);
         }
         Ok(kept)
@@ -1639,11 +1643,11 @@ impl Shared {
             call.kept
                 .arguments
                 .take()
-                .unwrap_or_else(|| JsonText::from_value(&json!({}))),
+                .map_or_else(|| JsonText::from_value(&json!({})), JsonText::from_written),
         );
         record.poll_interval_ms =
             Some(u64::try_from(self.cfg.poll_interval.as_millis()).unwrap_or(u64::MAX));
-        record.meta = call.kept.meta.take();
+        record.meta = call.kept.meta.take().map(JsonText::from_written);
         // Answers given before the task existed seed the task's answers, so a
         // handler resumed from the top finds them again.
         record.input_responses = std::mem::take(&mut call.input_responses);
@@ -2563,8 +2567,8 @@ mod tests {
         ];
         for v in values {
             let kept = keep(&v).unwrap();
-            assert_eq!(kept.get().len(), crate::limits::json_size(&v));
-            assert_eq!(kept.to_value(), v);
+            assert_eq!(kept.len(), crate::limits::json_size(&v));
+            assert_eq!(JsonText::from_written(kept).to_value(), v);
         }
         // Too deep to read back from a durable store: refused.
         assert!(keep(&deep).is_none());

@@ -9,6 +9,7 @@
 
 mod common;
 
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 use std::sync::Arc;
 
 use mcp_task_layer::store::{conformance, Era, Error, MemoryStore, TaskRecord, TaskStore};
