@@ -767,3 +767,37 @@ async fn a_handler_answering_at_once_reads_as_working_then_finished() {
         }
     }
 }
+
+/// Arguments nesting too deeply for a durable store to read back are
+/// refused with -32602 before the handler runs; 99 levels are kept and
+/// reach a resumed handler unchanged.
+#[tokio::test(start_paused = true)]
+async fn arguments_too_deep_to_keep_are_refused_before_the_handler_runs() {
+    let mut c = Client::new(layer());
+    let nest = |levels: usize| {
+        let mut v = json!("leaf");
+        for _ in 0..levels {
+            v = json!([v]);
+        }
+        v
+    };
+    let mut events = c.events.resubscribe();
+    let resp = c.call("ask", json!({ "deep": nest(120) })).await;
+    let e = err(&resp);
+    assert_eq!(e.code, -32602);
+    assert!(e.message.contains("nests deeper than 100 levels"), "{e:?}");
+    assert_eq!(c.seen.calls("ask"), 0, "the handler never ran");
+    assert!(events.try_recv().is_err(), "no task was made");
+
+    let kept = json!({ "deep": nest(98) });
+    let id = c.start("ask", kept.clone()).await;
+    c.wait_for(&id, TaskStatus::InputRequired).await;
+    ok(&c.update(&id, json!({"name": accept("name", "Ada")})).await);
+    c.wait_for(&id, TaskStatus::Completed).await;
+    let (params, resume, _) = c.seen.last("ask");
+    assert_eq!(
+        params["arguments"], kept,
+        "resumed with the arguments unchanged"
+    );
+    assert_eq!(resume.expect("a resume context").arguments, kept);
+}

@@ -20,12 +20,17 @@
 //! A store shared by several replicas may also report changes written by
 //! any of them ([`changes`](TaskStore::changes)); the layer then stops a
 //! cancelled task's handler and updates subscribers at once instead of at
-//! the next lease heartbeat.
+//! the next lease heartbeat. A store that reads without waiting (in memory)
+//! may answer [`get_ready`](TaskStore::get_ready), and the layer then
+//! answers `tasks/get` inside `Service::call`.
 //!
 //! A [`TaskRecord`] serializes with serde, so a backend may keep it as one
 //! blob next to the few columns it indexes (`id`, `owner`, `status`,
-//! [`expires_at_ms`](TaskRecord::expires_at_ms), `version`). Run
-//! [`conformance::run`] against your store in a test.
+//! [`expires_at_ms`](TaskRecord::expires_at_ms), `version`). Its arguments,
+//! `_meta` and result are [`JsonText`]: they serialize as the JSON they
+//! hold, and must be read back with `serde_json`'s deserializer (as
+//! `serde_json::from_str` does). Run [`conformance::run`] against your
+//! store in a test.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
