@@ -1542,13 +1542,7 @@ impl Shared {
                     let e = JsonRpcError::internal(
                         "the server running this task stopped or restarted before the task finished; it cannot be resumed",
                     );
-                    let message = Some(e.message.clone());
-                    finish(
-                        &mut next,
-                        TaskStatus::Failed,
-                        Some(TaskOutcome::Error(e)),
-                        message,
-                    );
+                    fail(&mut next, e);
                     if self
                         .store
                         .replace(next.clone(), record.version)
@@ -1671,24 +1665,22 @@ impl Shared {
                 JsonRpcError::internal("cannot create a task id"),
             ));
         };
-        let (status, outcome, message) = match Answer::from_output::<E>(Ok(resp))
-            .bounded(self.cfg.limits.max_result_bytes)
-        {
-            // A 2026-07-28 tool error stays `completed` (R22).
-            Answer::Result(result, _) => (TaskStatus::Completed, TaskOutcome::Result(result), None),
-            Answer::Error(e) => {
-                let message = Some(e.message.clone());
-                (TaskStatus::Failed, TaskOutcome::Error(e), message)
-            }
-            // Input requests were answered as MRTR before the task.
-            Answer::Input { .. } | Answer::StateOnly(_) => {
-                let e = JsonRpcError::internal("the tool asked for input in an unexpected way");
-                let message = Some(e.message.clone());
-                (TaskStatus::Failed, TaskOutcome::Error(e), message)
-            }
-        };
         let mut done = next_finished(&working, working.created_at_ms);
-        finish(&mut done, status, Some(outcome), message);
+        match Answer::from_output::<E>(Ok(resp)).bounded(self.cfg.limits.max_result_bytes) {
+            // A 2026-07-28 tool error stays `completed` (R22).
+            Answer::Result(result, _) => finish(
+                &mut done,
+                TaskStatus::Completed,
+                Some(TaskOutcome::Result(result)),
+                None,
+            ),
+            Answer::Error(e) => fail(&mut done, e),
+            // Input requests were answered as MRTR before the task.
+            Answer::Input { .. } | Answer::StateOnly(_) => fail(
+                &mut done,
+                JsonRpcError::internal("the tool asked for input in an unexpected way"),
+            ),
+        }
         let span = task_span(&working.id, &working.tool_name);
         let done = Arc::new(done);
         if let Err(e) = self.store.create_shared(Arc::clone(&done)).await {
@@ -1996,23 +1988,11 @@ impl Shared {
                     );
                 }
                 Answer::Error(e) => {
-                    let message = Some(e.message.clone());
-                    finish(
-                        &mut next,
-                        TaskStatus::Failed,
-                        Some(TaskOutcome::Error(e.clone())),
-                        message,
-                    );
+                    fail(&mut next, e.clone());
                 }
                 Answer::Input { requests, state } => match refused {
                     Some(error) => {
-                        let message = Some(error.message.clone());
-                        finish(
-                            &mut next,
-                            TaskStatus::Failed,
-                            Some(TaskOutcome::Error(error)),
-                            message,
-                        );
+                        fail(&mut next, error);
                     }
                     None => {
                         expose_keys(&mut next, requests);
@@ -2032,13 +2012,7 @@ impl Shared {
                 Answer::StateOnly(_) => {
                     let e =
                         JsonRpcError::internal("the tool kept answering with requestState alone");
-                    let message = Some(e.message.clone());
-                    finish(
-                        &mut next,
-                        TaskStatus::Failed,
-                        Some(TaskOutcome::Error(e)),
-                        message,
-                    );
+                    fail(&mut next, e);
                 }
             }
             let next = Arc::new(next);
@@ -2360,6 +2334,17 @@ fn next_without_inputs(r: &TaskRecord, now_ms: i64) -> TaskRecord {
         lease: r.lease.clone(),
         ..next_finished(r, now_ms)
     }
+}
+
+/// Fail a record with `e`, its message the status message.
+fn fail(next: &mut TaskRecord, e: JsonRpcError) {
+    let message = Some(e.message.clone());
+    finish(
+        next,
+        TaskStatus::Failed,
+        Some(TaskOutcome::Error(e)),
+        message,
+    );
 }
 
 /// Make a record terminal and drop what only a resume needed.
