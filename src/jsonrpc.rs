@@ -313,7 +313,23 @@ impl JsonRpcResponse {
     }
 
     /// A successful response whose result is JSON text serialized already;
-    /// transports write it out byte for byte.
+    /// transports write it out byte for byte. Text with line breaks between
+    /// its tokens is written again, compact (a message on an SSE stream
+    /// must fit one `data:` line).
+    ///
+    /// ```
+    /// use mcp_task_layer::{JsonRpcResponse, RequestId};
+    /// use serde_json::value::RawValue;
+    ///
+    /// let text = RawValue::from_string(r#"{"content":[]}"#.to_owned()).unwrap();
+    /// let resp = JsonRpcResponse::raw_result(Some(RequestId::from(1)), text);
+    /// assert_eq!(resp.result_text(), Some(r#"{"content":[]}"#));
+    /// assert_eq!(resp.result_value().unwrap()["content"], serde_json::json!([]));
+    /// assert_eq!(
+    ///     resp.to_vec(),
+    ///     br#"{"jsonrpc":"2.0","id":1,"result":{"content":[]}}"#.to_vec()
+    /// );
+    /// ```
     pub fn raw_result(id: Option<RequestId>, result: Box<RawValue>) -> Self {
         Self::trusted_text(id, Box::<str>::from(compact(result)).into())
     }
