@@ -562,6 +562,15 @@ impl JsonText {
     pub fn to_value(&self) -> Value {
         parse_trusted(self.get())
     }
+
+    /// The text parsed into an object (empty if it holds something else; a
+    /// task's result is always an object).
+    pub(crate) fn to_object(&self) -> Map<String, Value> {
+        match self.to_value() {
+            Value::Object(m) => m,
+            _ => Map::new(),
+        }
+    }
 }
 
 /// Kept without line breaks (see [`JsonRpcResponse::raw_result`]).

@@ -919,11 +919,7 @@ impl Shared {
             ),
             TaskStatus::Completed => match &r.outcome {
                 Some(TaskOutcome::Result(result)) => {
-                    let result = match result.to_value() {
-                        Value::Object(m) => m,
-                        _ => Map::new(),
-                    };
-                    DetailedTask::completed(metadata, result)
+                    DetailedTask::completed(metadata, result.to_object())
                 }
                 _ => DetailedTask::completed(metadata, Map::new()),
             },
@@ -1032,10 +1028,7 @@ impl Shared {
             notified = Some((record.status, record.version));
             match (record.status, &record.outcome) {
                 (TaskStatus::Completed | TaskStatus::Failed, Some(TaskOutcome::Result(result))) => {
-                    let mut result = match JsonText::to_value(result) {
-                        Value::Object(m) => m,
-                        _ => Map::new(),
-                    };
+                    let mut result = result.to_object();
                     let meta = result
                         .entry("_meta")
                         .or_insert_with(|| Value::Object(Map::new()));
@@ -1611,15 +1604,15 @@ impl Shared {
         Box::pin(self.create_task(svc, Box::new(call), fut)).await
     }
 
-    /// The record of a new task for `call`, `working` at version 1; `None`
-    /// if no id could be made.
-    fn new_record(&self, call: &mut ToolCall) -> Option<TaskRecord> {
+    /// The record of a new task for `call`, `working` at version 1, or the
+    /// error to answer if no id could be made.
+    fn new_record(&self, call: &mut ToolCall) -> Result<TaskRecord, JsonRpcError> {
         let task_id = match new_task_id() {
             Ok(id) => id,
             Err(e) => {
                 call.token.cancel();
                 warn!(error = %e, "the OS random source failed; no task created");
-                return None;
+                return Err(JsonRpcError::internal("cannot create a task id"));
             }
         };
         let now = self.now_ms();
@@ -1646,7 +1639,7 @@ impl Shared {
         // handler resumed from the top finds them again.
         record.input_responses = std::mem::take(&mut call.input_responses);
         record.request_state = call.request_state.take();
-        Some(record)
+        Ok(record)
     }
 
     /// The task of a `tools/call` whose handler answered on its first poll
@@ -1659,11 +1652,9 @@ impl Shared {
         mut call: Box<ToolCall>,
         resp: JsonRpcResponse,
     ) -> Result<JsonRpcResponse, E> {
-        let Some(working) = self.new_record(&mut call) else {
-            return Ok(JsonRpcResponse::error(
-                call.id,
-                JsonRpcError::internal("cannot create a task id"),
-            ));
+        let working = match self.new_record(&mut call) {
+            Ok(record) => record,
+            Err(e) => return Ok(JsonRpcResponse::error(call.id, e)),
         };
         let mut done = next_finished(&working, working.created_at_ms);
         match Answer::from_output::<E>(Ok(resp)).bounded(self.cfg.limits.max_result_bytes) {
@@ -1698,7 +1689,7 @@ impl Shared {
             owner: None,
         };
         self.publish(working.status, &done, Some(&local));
-        Ok(text_reply(call.id, created))
+        Ok(JsonRpcResponse::trusted_text(call.id, created))
     }
 
     /// Store the task of a `tools/call` whose handler is running (or has
@@ -1713,11 +1704,9 @@ impl Shared {
         S: InnerService,
     {
         let mut call = call;
-        let Some(mut record) = self.new_record(&mut call) else {
-            return Ok(JsonRpcResponse::error(
-                call.id,
-                JsonRpcError::internal("cannot create a task id"),
-            ));
+        let mut record = match self.new_record(&mut call) {
+            Ok(record) => record,
+            Err(e) => return Ok(JsonRpcResponse::error(call.id, e)),
         };
         record.lease = Some(self.new_lease(None));
         let span = task_span(&record.id, &record.tool_name);
@@ -1746,7 +1735,7 @@ impl Shared {
             state_only: 0,
         };
         Box::pin(self.drive(svc, record.id.clone(), local, fut, turn, record.era)).await;
-        Ok(text_reply(call.id, created))
+        Ok(JsonRpcResponse::trusted_text(call.id, created))
     }
 
     /// The `tools/call` that re-invokes the handler from the top.
@@ -2168,14 +2157,9 @@ fn visible(
 /// The answer to `req`.
 fn get_reply(req: JsonRpcRequest, answer: Result<String, JsonRpcError>) -> JsonRpcResponse {
     match answer {
-        Ok(json) => text_reply(req.id, json),
+        Ok(json) => JsonRpcResponse::trusted_text(req.id, json),
         Err(e) => JsonRpcResponse::error(req.id, e),
     }
-}
-
-/// A success whose result this crate wrote.
-fn text_reply(id: Option<RequestId>, json: String) -> JsonRpcResponse {
-    JsonRpcResponse::trusted_text(id, json)
 }
 
 /// `ms` as a quoted RFC 3339 timestamp, as [`rfc3339`] writes it.

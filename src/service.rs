@@ -234,10 +234,32 @@ where
 
     fn tasks(&mut self, req: JsonRpcRequest) -> ResponseFuture<S::Future, S::Error> {
         let era = RequestEra::of(&req);
-        let req = if req.method == "tasks/get" && (era.tasks_declared || !era.modern) {
-            // A store that answers without waiting: answered here.
-            self.shared.ensure_reaper();
-            let era = if era.modern { Era::Modern } else { Era::Legacy };
+        if era.modern {
+            match req.method.as_str() {
+                // Removed in 2026-07-28 (R10, R11).
+                "tasks/result" | "tasks/list" => {
+                    return answer(JsonRpcResponse::error(
+                        req.id.clone(),
+                        JsonRpcError::method_not_found(&req.method),
+                    ))
+                }
+                _ if !era.tasks_declared => {
+                    return answer(JsonRpcResponse::error(req.id, missing_tasks_capability()))
+                }
+                _ => {}
+            }
+        } else if req.method == "tasks/update" {
+            // `tasks/update` does not exist in 2025-11-25 (R76).
+            return answer(JsonRpcResponse::error(
+                req.id.clone(),
+                JsonRpcError::method_not_found(&req.method),
+            ));
+        }
+        self.shared.ensure_reaper();
+        let era = if era.modern { Era::Modern } else { Era::Legacy };
+        let req = if req.method == "tasks/get" {
+            // A store that answers without waiting: answered here, with no
+            // future to allocate and no shared state to clone.
             match self.shared.tasks_get_ready(req, era) {
                 Ok(resp) => return answer(resp),
                 Err(req) => req,
@@ -246,49 +268,23 @@ where
             req
         };
         let shared = Arc::clone(&self.shared);
-        if !era.modern {
-            shared.ensure_reaper();
-            return match req.method.as_str() {
-                "tasks/get" => ResponseFuture::intercepted(Box::pin(async move {
-                    Ok(shared.tasks_get(req, Era::Legacy).await)
-                })),
-                "tasks/result" => {
-                    let svc = self.inner.clone();
-                    ResponseFuture::intercepted(Box::pin(async move {
-                        Ok(shared.tasks_result(svc, req).await)
-                    }))
-                }
-                "tasks/list" => ResponseFuture::intercepted(Box::pin(async move {
-                    Ok(shared.tasks_list(req).await)
-                })),
-                "tasks/cancel" => ResponseFuture::intercepted(Box::pin(async move {
-                    Ok(shared.tasks_cancel(req, Era::Legacy).await)
-                })),
-                // `tasks/update` does not exist in 2025-11-25 (R76).
-                _ => answer(JsonRpcResponse::error(
-                    req.id.clone(),
-                    JsonRpcError::method_not_found(&req.method),
-                )),
-            };
-        }
-        match req.method.as_str() {
-            // Removed in 2026-07-28 (R10, R11).
-            "tasks/result" | "tasks/list" => {
-                return answer(JsonRpcResponse::error(
-                    req.id.clone(),
-                    JsonRpcError::method_not_found(&req.method),
-                ))
-            }
-            _ if !era.tasks_declared => {
-                return answer(JsonRpcResponse::error(req.id, missing_tasks_capability()))
-            }
-            _ => {}
-        }
-        shared.ensure_reaper();
         match req.method.as_str() {
             "tasks/get" => ResponseFuture::intercepted(Box::pin(async move {
-                Ok(shared.tasks_get(req, Era::Modern).await)
+                Ok(shared.tasks_get(req, era).await)
             })),
+            // Only 2025-11-25 requests get here with these two.
+            "tasks/result" => {
+                let svc = self.inner.clone();
+                ResponseFuture::intercepted(Box::pin(async move {
+                    Ok(shared.tasks_result(svc, req).await)
+                }))
+            }
+            "tasks/list" => {
+                ResponseFuture::intercepted(Box::pin(
+                    async move { Ok(shared.tasks_list(req).await) },
+                ))
+            }
+            // And only 2026-07-28 ones with this one.
             "tasks/update" => {
                 let svc = self.inner.clone();
                 ResponseFuture::intercepted(Box::pin(async move {
@@ -296,7 +292,7 @@ where
                 }))
             }
             _ => ResponseFuture::intercepted(Box::pin(async move {
-                Ok(shared.tasks_cancel(req, Era::Modern).await)
+                Ok(shared.tasks_cancel(req, era).await)
             })),
         }
     }
