@@ -20,7 +20,6 @@ use axum::routing::post;
 use axum::{BoxError, Router};
 use bytes::BytesMut;
 use http_body::Frame;
-use serde::Serialize;
 use serde_json::{json, Map, Value};
 use tokio::sync::{mpsc, oneshot};
 use tower::ServiceExt;
@@ -440,7 +439,7 @@ where
                 call: None,
                 messages,
                 id,
-                last: Some(sse_event(&response)),
+                last: Some(sse_event(&response.to_vec())),
             })
         }
     }
@@ -484,7 +483,15 @@ where
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
         let this = self.get_mut();
-        let event = |message: &Value| Poll::Ready(Some(Ok(Frame::data(sse_event(message)))));
+        let event = |message: &Value| {
+            let json = serde_json::to_vec(message).unwrap_or_else(|e| {
+                warn!(error = %e, "cannot encode a message for the event stream");
+                json!({ "jsonrpc": "2.0", "error": service_failed() })
+                    .to_string()
+                    .into_bytes()
+            });
+            Poll::Ready(Some(Ok(Frame::data(sse_event(&json)))))
+        };
         if let Some(message) = this.queued.pop_front() {
             return event(&message);
         }
@@ -499,7 +506,7 @@ where
             this.call = None;
             this.messages.close();
             let (_, response) = finish(this.id.clone(), outcome, false);
-            this.last = Some(sse_event(&response));
+            this.last = Some(sse_event(&response.to_vec()));
         }
         if let Ok(message) = this.messages.try_recv() {
             return event(&message);
@@ -508,14 +515,14 @@ where
     }
 }
 
-/// One SSE `message` event carrying a JSON-RPC message (compact JSON never
-/// contains a line break, so one `data` line suffices).
-fn sse_event(message: &impl Serialize) -> Bytes {
-    let json = serde_json::to_string(message).unwrap_or_else(|e| {
-        warn!(error = %e, "cannot encode a message for the event stream");
-        json!({ "jsonrpc": "2.0", "error": service_failed() }).to_string()
-    });
-    Bytes::from(format!("event: message\ndata: {json}\n\n"))
+/// One SSE `message` event carrying a JSON-RPC message's compact JSON
+/// (which never contains a line break, so one `data` line suffices).
+fn sse_event(json: &[u8]) -> Bytes {
+    let mut event = Vec::with_capacity(json.len() + 24);
+    event.extend_from_slice(b"event: message\ndata: ");
+    event.extend_from_slice(json);
+    event.extend_from_slice(b"\n\n");
+    Bytes::from(event)
 }
 
 /// Whether an `Accept` header lists `text/event-stream`.
