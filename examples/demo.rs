@@ -8,10 +8,10 @@
 use std::convert::Infallible;
 use std::time::{Duration, Instant};
 
-use mcp_task_layer::client::{Started, TaskClient};
+use mcp_task_layer::client::{resolve_poll_interval, Started, TaskClient};
 use mcp_task_layer::{
-    resolve_poll_interval, JsonRpcRequest, JsonRpcResponse, MemoryStore, TaskLayer, TaskPolicy,
-    TaskPollDecision, TaskResumeContext, TaskStatus,
+    JsonRpcRequest, JsonRpcResponse, MemoryStore, TaskLayer, TaskPolicy, TaskPollDecision,
+    TaskResumeContext, TaskStatus,
 };
 use serde_json::json;
 use tower::{service_fn, ServiceBuilder};

@@ -8,49 +8,12 @@ use std::time::Duration;
 use tokio::sync::broadcast;
 use tower_layer::Layer;
 
+use crate::config::{Config, OwnerFn, Recovery, TaskPolicy};
 use crate::jsonrpc::JsonRpcRequest;
-use crate::runtime::{Config, OwnerFn, Shared};
+use crate::limits::Limits;
+use crate::runtime::{Engine, TaskEvent};
 use crate::service::TaskService;
 use crate::store::{MemoryStore, TaskStore};
-use crate::{TaskEvent, TaskOwner};
-
-/// How a tool's calls become tasks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum TaskPolicy {
-    /// Never a task: the call always runs synchronously (2025-11-25
-    /// `taskSupport: "forbidden"`).
-    Sync,
-    /// Always a task when the client can take one (2025-11-25
-    /// `taskSupport: "required"`); a 2026-07-28 client that did not declare
-    /// the tasks extension gets `-32021`.
-    ///
-    /// MRTR rounds the handler answers within the layer's
-    /// [task window](TaskLayer::with_task_window) (by default: before the
-    /// handler first waits on anything) still go back as plain MRTR results;
-    /// the task is created after them.
-    Task,
-    /// Run the call; answer synchronously if it finishes `within` the
-    /// budget, otherwise hand back a task and keep running (2025-11-25
-    /// `taskSupport: "optional"`).
-    Auto {
-        /// How long the caller waits for a synchronous answer.
-        within: Duration,
-    },
-}
-
-/// What happens to a `working` task whose runner died (its lease ran out),
-/// for stores that can find such tasks ([`TaskStore::orphans`]).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Recovery {
-    /// End it `failed` with `-32603` saying the server stopped (default).
-    #[default]
-    Fail,
-    /// Run the handler again from the top with its stored request and
-    /// answers, on this replica.
-    Rerun,
-}
 
 /// A [`Layer`] that gives the wrapped MCP server durable, asynchronous tasks.
 ///
@@ -70,14 +33,14 @@ pub enum Recovery {
 #[derive(Clone)]
 #[must_use]
 pub struct TaskLayer {
-    pub(crate) shared: Arc<Shared>,
+    engine: Arc<Engine>,
 }
 
 impl fmt::Debug for TaskLayer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("TaskLayer")
-            .field("store", &self.shared.store)
-            .field("config", &self.shared.cfg)
+            .field("store", &self.engine.store)
+            .field("config", &self.engine.cfg)
             .finish_non_exhaustive()
     }
 }
@@ -94,27 +57,29 @@ impl TaskLayer {
     /// told to poll every second, and a cancelled handler gets five seconds
     /// to stop before it is aborted.
     pub fn new(store: impl TaskStore) -> Self {
-        Self::from_config(Arc::new(store), Config::default())
-    }
-
-    fn from_config(store: Arc<dyn TaskStore>, cfg: Config) -> Self {
         let (events, _) = broadcast::channel(1024);
         TaskLayer {
-            shared: Arc::new(Shared::new(store, cfg, events)),
+            engine: Arc::new(Engine::new(Arc::new(store), Config::default(), events)),
         }
     }
 
+    /// The layer with its configuration changed. The event channel is
+    /// kept, so a [`subscribe`](Self::subscribe) receiver taken earlier in
+    /// the builder chain still hears this layer's tasks.
     fn map_config(self, f: impl FnOnce(&mut Config)) -> Self {
-        let mut cfg = self.shared.cfg.clone();
+        let mut cfg = self.engine.cfg.clone();
         f(&mut cfg);
-        Self::from_config(Arc::clone(&self.shared.store), cfg)
+        let events = self.engine.events().clone();
+        TaskLayer {
+            engine: Arc::new(Engine::new(Arc::clone(&self.engine.store), cfg, events)),
+        }
     }
 
     /// The policy for one tool.
     pub fn with_tool_policy(self, tool: impl Into<String>, policy: TaskPolicy) -> Self {
         let tool = tool.into();
         self.map_config(|c| {
-            Arc::make_mut(&mut c.policies).insert(tool, policy);
+            Arc::make_mut(&mut c.policies.by_tool).insert(tool, policy);
         })
     }
 
@@ -126,12 +91,12 @@ impl TaskLayer {
     {
         let add: HashMap<String, TaskPolicy> =
             policies.into_iter().map(|(k, v)| (k.into(), v)).collect();
-        self.map_config(|c| Arc::make_mut(&mut c.policies).extend(add))
+        self.map_config(|c| Arc::make_mut(&mut c.policies.by_tool).extend(add))
     }
 
     /// The policy for tools without one of their own (default `Sync`).
     pub fn with_default_policy(self, policy: TaskPolicy) -> Self {
-        self.map_config(|c| c.default_policy = policy)
+        self.map_config(|c| c.policies.default = policy)
     }
 
     /// The TTL of new tasks; `None` is unlimited (default one hour). It is
@@ -165,7 +130,7 @@ impl TaskLayer {
     }
 
     /// Bounds on client input and stored data (see [`Limits`](crate::Limits)).
-    pub fn with_limits(self, limits: crate::Limits) -> Self {
+    pub fn with_limits(self, limits: Limits) -> Self {
         self.map_config(|c| c.limits = limits)
     }
 
@@ -193,7 +158,7 @@ impl TaskLayer {
     }
 
     /// How the caller's owner key is read from a request. By default it is
-    /// the [`TaskOwner`] in the request extensions.
+    /// the [`TaskOwner`](crate::TaskOwner) in the request extensions.
     pub fn with_owner_extractor<F>(self, extract: F) -> Self
     where
         F: Fn(&JsonRpcRequest) -> Option<String> + Send + Sync + 'static,
@@ -208,12 +173,12 @@ impl TaskLayer {
     /// [`TaskStore::changes`](crate::TaskStore::changes)). Lagging receivers
     /// lose the oldest events.
     pub fn subscribe(&self) -> broadcast::Receiver<TaskEvent> {
-        self.shared.events.subscribe()
+        self.engine.events().subscribe()
     }
 
     /// The store the layer keeps tasks in.
     pub fn store(&self) -> &Arc<dyn TaskStore> {
-        &self.shared.store
+        &self.engine.store
     }
 }
 
@@ -221,10 +186,6 @@ impl<S> Layer<S> for TaskLayer {
     type Service = TaskService<S>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        TaskService::new(inner, Arc::clone(&self.shared))
+        TaskService::new(inner, Arc::clone(&self.engine))
     }
-}
-
-pub(crate) fn default_owner(req: &JsonRpcRequest) -> Option<String> {
-    req.extensions.get::<TaskOwner>().map(|o| o.0.clone())
 }

@@ -55,9 +55,21 @@
 //!
 //! # Feature flags
 //!
+//! None is on by default: the core (layer, [`MemoryStore`], client poll
+//! loop) needs none of them.
+//!
 //! | feature | what it adds |
 //! |---|---|
-//! | `axum` | a Streamable HTTP endpoint for any `Service<JsonRpcRequest>` |
+//! | `axum` | `McpEndpoint`: a Streamable HTTP endpoint for any `Service<JsonRpcRequest>` |
+//! | `http-client` | `client::HttpTransport`: call remote MCP servers over Streamable HTTP |
+//! | `metrics` | task counters, gauges and histograms through the `metrics` facade |
+//! | `sqlite` | `store::SqliteStore`: tasks in a SQLite file (bundled SQLite, through sqlx) |
+//! | `postgres` | `store::PostgresStore`: tasks in PostgreSQL, shared by every replica |
+//!
+//! # Where things are
+//!
+//! `ARCHITECTURE.md` maps the modules; requirement numbers (R1..R78) in
+//! docs and tests refer to `docs/requirements.md`.
 //!
 //! # Requests the layer handles
 //!
@@ -65,12 +77,18 @@
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod advertise;
 pub mod client;
+mod clock;
+mod config;
 mod context;
+mod era;
 mod future;
+mod hex;
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 mod http;
+mod json;
 pub mod jsonrpc;
 mod layer;
 mod limits;
@@ -79,7 +97,7 @@ mod limits;
 pub mod metrics;
 #[cfg(not(feature = "metrics"))]
 mod metrics;
-pub mod peer;
+mod peer;
 pub mod protocol;
 mod runtime;
 mod service;
@@ -88,29 +106,19 @@ pub mod store;
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 pub use self::http::{McpEndpoint, DEFAULT_BODY_LIMIT};
-pub use client::{resolve_poll_interval, TaskPollDecision};
+pub use config::{Recovery, TaskPolicy};
 pub use context::{TaskId, TaskOwner, TaskResumeContext};
 pub use future::ResponseFuture;
-pub use jsonrpc::{JsonRpcError, JsonRpcRequest, JsonRpcResponse, JsonText, RequestId};
-pub use layer::{Recovery, TaskLayer, TaskPolicy};
+pub use json::JsonText;
+pub use jsonrpc::{JsonRpcError, JsonRpcRequest, JsonRpcResponse, RequestId};
+pub use layer::TaskLayer;
 pub use limits::Limits;
 pub use peer::{ClientPeer, Peer};
 pub use protocol::{
-    DetailedTask, InputRequest, InputRequests, InputResponses, Task, TaskMetadata, TaskStatus,
+    DetailedTask, InputRequest, InputRequests, InputResponses, Task, TaskMetadata,
+    TaskPollDecision, TaskStatus,
 };
+pub use runtime::TaskEvent;
 pub use service::TaskService;
 pub use store::{MemoryStore, TaskStore};
 pub use tokio_util::sync::CancellationToken;
-
-/// A task's status changed. Sent on [`TaskLayer::subscribe`] after every
-/// successful write.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct TaskEvent {
-    /// The task.
-    pub task_id: String,
-    /// Its status after the write.
-    pub status: TaskStatus,
-    /// The record version written.
-    pub version: u64,
-}

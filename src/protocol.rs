@@ -10,7 +10,6 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::client::TaskPollDecision;
 use crate::jsonrpc::JsonRpcError;
 
 /// Name of the 2026-07-28 tasks extension.
@@ -92,6 +91,39 @@ impl TaskStatus {
             status => TaskPollDecision::Terminal { status },
         }
     }
+}
+
+/// The classification of a polled task, derived purely from its status: the
+/// single decision every task poller consumes so the branch logic cannot
+/// drift.
+///
+/// Produced by [`Task::poll_decision`](crate::Task::poll_decision),
+/// [`DetailedTask::poll_decision`](crate::DetailedTask::poll_decision) and
+/// [`TaskStatus::poll_decision`]. It answers the one question a poll loop asks
+/// each tick: stop, ask the user, or sleep and poll again? It does no I/O and
+/// is replay-deterministic, so it is safe inside a memoized durable step.
+///
+/// It derives neither `Serialize` nor `Deserialize`: it is an in-process
+/// classifier, never a wire type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TaskPollDecision {
+    /// The task reached `completed`, `failed` or `cancelled` and will not
+    /// change again: stop polling. The result is fetched separately.
+    Terminal {
+        /// The terminal status that ended the task.
+        status: TaskStatus,
+    },
+    /// The task is `working`: sleep and poll again. Feed `poll_hint` to
+    /// [`resolve_poll_interval`](crate::client::resolve_poll_interval) to get the sleep.
+    InProgress {
+        /// The raw server-reported interval in milliseconds, verbatim
+        /// (`None` when the server suggested none).
+        poll_hint: Option<u64>,
+    },
+    /// The task is blocked on input (`input_required`): route to whoever
+    /// answers input requests rather than spinning.
+    InputRequired,
 }
 
 impl fmt::Display for TaskStatus {

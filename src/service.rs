@@ -6,11 +6,12 @@ use std::task::{Context, Poll};
 
 use tower_service::Service;
 
-use crate::future::{Edit, ResponseFuture};
-use crate::jsonrpc::{JsonRpcError, JsonRpcRequest, JsonRpcResponse};
-use crate::layer::TaskPolicy;
-use crate::runtime::{missing_tasks_capability, KeptCall, RequestEra, Shared, ToolCall};
-use crate::store::Era;
+use crate::advertise::Edit;
+use crate::era::{missing_tasks_capability, wants_task_notifications, RequestEra};
+use crate::future::ResponseFuture;
+use crate::jsonrpc::{JsonRpcRequest, JsonRpcResponse};
+use crate::runtime::handlers::{KeptCall, TaskCandidate};
+use crate::runtime::Engine;
 
 /// The middleware made by [`TaskLayer`](crate::TaskLayer).
 ///
@@ -25,14 +26,14 @@ use crate::store::Era;
 /// [`TaskRecord`](crate::store::TaskRecord)s.
 pub struct TaskService<S> {
     inner: S,
-    shared: Arc<Shared>,
+    engine: Arc<Engine>,
 }
 
 impl<S: Clone> Clone for TaskService<S> {
     fn clone(&self) -> Self {
         TaskService {
             inner: self.inner.clone(),
-            shared: Arc::clone(&self.shared),
+            engine: Arc::clone(&self.engine),
         }
     }
 }
@@ -46,8 +47,8 @@ impl<S: fmt::Debug> fmt::Debug for TaskService<S> {
 }
 
 impl<S> TaskService<S> {
-    pub(crate) fn new(inner: S, shared: Arc<Shared>) -> Self {
-        TaskService { inner, shared }
+    pub(crate) fn new(inner: S, engine: Arc<Engine>) -> Self {
+        TaskService { inner, engine }
     }
 
     /// The inner service.
@@ -84,8 +85,8 @@ where
     /// without waiting for traffic. Calling it again does nothing; outside
     /// a tokio runtime it does nothing either.
     pub fn start_background_work(&self) {
-        self.shared.register_invoker(&self.inner);
-        self.shared.ensure_reaper();
+        self.engine.register_invoker(&self.inner);
+        self.engine.ensure_background();
     }
 }
 
@@ -110,16 +111,7 @@ where
             "tasks/get" | "tasks/update" | "tasks/cancel" | "tasks/result" | "tasks/list" => {
                 self.tasks(req)
             }
-            "subscriptions/listen" if wants_task_notifications(&req) => {
-                let era = RequestEra::of(&req);
-                if !era.tasks_declared {
-                    // R55.
-                    return answer(JsonRpcResponse::error(req.id, missing_tasks_capability()));
-                }
-                let shared = Arc::clone(&self.shared);
-                shared.ensure_reaper();
-                ResponseFuture::intercepted(Box::pin(async move { Ok(shared.listen(req).await) }))
-            }
+            "subscriptions/listen" if wants_task_notifications(&req) => self.listen(req),
             "server/discover" if RequestEra::of(&req).modern => {
                 ResponseFuture::capabilities(self.inner.call(req), Edit::Discover)
             }
@@ -127,22 +119,12 @@ where
                 ResponseFuture::capabilities(self.inner.call(req), Edit::Initialize)
             }
             "tools/list" if !RequestEra::of(&req).modern => {
-                let edit = Edit::ToolsList(Arc::clone(&self.shared));
+                let edit = Edit::ToolsList(self.engine.cfg.policies.clone());
                 ResponseFuture::capabilities(self.inner.call(req), edit)
             }
             _ => ResponseFuture::passthrough(self.inner.call(req)),
         }
     }
-}
-
-/// A 2026-07-28 `subscriptions/listen` that asks for task notifications;
-/// other subscriptions are the inner server's.
-fn wants_task_notifications(req: &JsonRpcRequest) -> bool {
-    RequestEra::of(req).modern
-        && req
-            .params_object()
-            .and_then(|p| p.get("notifications"))
-            .is_some_and(|n| n.get("taskIds").is_some())
 }
 
 fn answer<F, E>(resp: JsonRpcResponse) -> ResponseFuture<F, E>
@@ -165,44 +147,11 @@ where
             .and_then(|p| p.get("name"))
             .and_then(|n| n.as_str())
             .unwrap_or_default();
-        let policy = self.shared.cfg.policy(name);
-        let as_task = if era.modern {
-            match (policy, era.tasks_declared) {
-                (TaskPolicy::Sync, _) | (TaskPolicy::Auto { .. }, false) => false,
-                (TaskPolicy::Task, false) => {
-                    return answer(JsonRpcResponse::error(req.id, missing_tasks_capability()))
-                }
-                (_, true) => true,
-            }
-        } else {
-            // 2025-11-25: the client asks for a task with `params.task`;
-            // the policy is the tool's `execution.taskSupport`.
-            let requested = req
-                .params_object()
-                .and_then(|p| p.get("task"))
-                .is_some_and(|t| t.is_object());
-            match (policy, requested) {
-                (TaskPolicy::Sync, true) => {
-                    let e = JsonRpcError::method_not_found("tools/call");
-                    let message = format!("Tool {name:?} does not support task-augmented calls");
-                    return answer(JsonRpcResponse::error(
-                        req.id,
-                        JsonRpcError { message, ..e },
-                    ));
-                }
-                (TaskPolicy::Task, false) => {
-                    let e = JsonRpcError::method_not_found("tools/call");
-                    let message = format!("Tool {name:?} must be called as a task");
-                    return answer(JsonRpcResponse::error(
-                        req.id,
-                        JsonRpcError { message, ..e },
-                    ));
-                }
-                (_, requested) => requested,
-            }
-        };
-        if !as_task {
-            return ResponseFuture::passthrough(self.inner.call(req));
+        let policy = self.engine.cfg.policy(name);
+        match era.wants_task(&req, name, policy) {
+            Ok(true) => {}
+            Ok(false) => return ResponseFuture::passthrough(self.inner.call(req)),
+            Err(e) => return answer(JsonRpcResponse::error(req.id, e)),
         }
         // The copy a task would store, made once: its length is the size
         // the limit is about.
@@ -210,17 +159,16 @@ where
             Ok(kept) => kept,
             Err(e) => return answer(JsonRpcResponse::error(req.id, e)),
         };
-        if let Err(e) = self.shared.cfg.limits.check_arguments(kept.size) {
+        if let Err(e) = self.engine.cfg.limits.check_arguments(kept.size) {
             return answer(JsonRpcResponse::error(req.id, e));
         }
-        self.shared.ensure_reaper();
-        self.shared.register_invoker(&self.inner);
-        let owner = self.shared.owner_of(&req);
-        if let Some(e) = self.shared.owner_at_capacity(owner.as_deref()) {
+        self.engine.ensure_background();
+        self.engine.register_invoker(&self.inner);
+        let owner = self.engine.owner_of(&req);
+        if let Some(e) = self.engine.owner_at_capacity(owner.as_deref()) {
             return answer(JsonRpcResponse::error(req.id, e));
         }
-        let era = if era.modern { Era::Modern } else { Era::Legacy };
-        let call = ToolCall::from_request(&req, kept, owner, era);
+        let call = TaskCandidate::from_request(&req, kept, owner, era.store_era());
         let mut req = req;
         req.extensions.insert(call.token.clone());
         // The runner needs a service of its own to re-invoke the handler
@@ -228,72 +176,63 @@ where
         // careful when cloning inner services").
         let clone = self.inner.clone();
         let fut = self.inner.call(req);
-        let shared = Arc::clone(&self.shared);
-        ResponseFuture::intercepted(Box::pin(shared.tools_call(clone, call, policy, fut)))
+        let engine = Arc::clone(&self.engine);
+        ResponseFuture::intercepted(Box::pin(engine.tools_call(clone, call, policy, fut)))
     }
 
     fn tasks(&mut self, req: JsonRpcRequest) -> ResponseFuture<S::Future, S::Error> {
-        let era = RequestEra::of(&req);
-        if era.modern {
-            match req.method.as_str() {
-                // Removed in 2026-07-28 (R10, R11).
-                "tasks/result" | "tasks/list" => {
-                    return answer(JsonRpcResponse::error(
-                        req.id.clone(),
-                        JsonRpcError::method_not_found(&req.method),
-                    ))
-                }
-                _ if !era.tasks_declared => {
-                    return answer(JsonRpcResponse::error(req.id, missing_tasks_capability()))
-                }
-                _ => {}
-            }
-        } else if req.method == "tasks/update" {
-            // `tasks/update` does not exist in 2025-11-25 (R76).
-            return answer(JsonRpcResponse::error(
-                req.id.clone(),
-                JsonRpcError::method_not_found(&req.method),
-            ));
-        }
-        self.shared.ensure_reaper();
-        let era = if era.modern { Era::Modern } else { Era::Legacy };
+        let era = match RequestEra::of(&req).admit_tasks_method(&req.method) {
+            Ok(era) => era,
+            Err(e) => return answer(JsonRpcResponse::error(req.id, e)),
+        };
+        self.engine.ensure_background();
         let req = if req.method == "tasks/get" {
             // A store that answers without waiting: answered here, with no
             // future to allocate and no shared state to clone.
-            match self.shared.tasks_get_ready(req, era) {
+            match self.engine.tasks_get_ready(req, era) {
                 Ok(resp) => return answer(resp),
                 Err(req) => req,
             }
         } else {
             req
         };
-        let shared = Arc::clone(&self.shared);
+        let engine = Arc::clone(&self.engine);
         match req.method.as_str() {
             "tasks/get" => ResponseFuture::intercepted(Box::pin(async move {
-                Ok(shared.tasks_get(req, era).await)
+                Ok(engine.tasks_get(req, era).await)
             })),
             // Only 2025-11-25 requests get here with these two.
             "tasks/result" => {
                 let svc = self.inner.clone();
                 ResponseFuture::intercepted(Box::pin(async move {
-                    Ok(shared.tasks_result(svc, req).await)
+                    Ok(engine.tasks_result(svc, req).await)
                 }))
             }
             "tasks/list" => {
                 ResponseFuture::intercepted(Box::pin(
-                    async move { Ok(shared.tasks_list(req).await) },
+                    async move { Ok(engine.tasks_list(req).await) },
                 ))
             }
             // And only 2026-07-28 ones with this one.
             "tasks/update" => {
                 let svc = self.inner.clone();
                 ResponseFuture::intercepted(Box::pin(async move {
-                    Ok(shared.tasks_update(svc, req).await)
+                    Ok(engine.tasks_update(svc, req).await)
                 }))
             }
             _ => ResponseFuture::intercepted(Box::pin(async move {
-                Ok(shared.tasks_cancel(req, era).await)
+                Ok(engine.tasks_cancel(req, era).await)
             })),
         }
+    }
+
+    fn listen(&mut self, req: JsonRpcRequest) -> ResponseFuture<S::Future, S::Error> {
+        if !RequestEra::of(&req).tasks_declared {
+            // R55.
+            return answer(JsonRpcResponse::error(req.id, missing_tasks_capability()));
+        }
+        let engine = Arc::clone(&self.engine);
+        engine.ensure_background();
+        ResponseFuture::intercepted(Box::pin(async move { Ok(engine.listen(req).await) }))
     }
 }

@@ -252,3 +252,30 @@ async fn resume_reaches_the_inner_service_once_with_its_context() {
     tokio::time::sleep(Duration::from_millis(20)).await;
     assert_pending!(handle.poll_request());
 }
+
+/// A `subscribe()` receiver taken early in the builder chain hears the
+/// tasks of the layer the chain ends with: every `with_*` keeps the event
+/// channel. (Before the fix each `with_*` made a new channel, and this
+/// receiver saw `Closed` and no event.)
+#[tokio::test(start_paused = true)]
+async fn a_receiver_taken_before_later_settings_still_hears_tasks() {
+    let early = TaskLayer::default();
+    let mut events = early.subscribe();
+    let layer = early
+        .with_poll_interval(Duration::from_millis(250))
+        .with_tool_policy("job", TaskPolicy::Task);
+    let (mut svc, mut handle) = mock::spawn_layer::<JsonRpcRequest, JsonRpcResponse, _>(layer);
+    assert_ready_ok!(svc.poll_ready());
+    let call = spawn_call(&svc, req(1, "tools/call", json!({"name": "job"}), true));
+    let (_, _send) = handle.next_request().await.expect("the handler runs");
+    let created = call.await.expect("the call answers");
+    let task_id = created.result_value().expect("a result")["taskId"]
+        .as_str()
+        .expect("a task")
+        .to_owned();
+    let event = events
+        .try_recv()
+        .expect("the early receiver hears the task");
+    assert_eq!(event.task_id, task_id);
+    assert_eq!(event.status, mcp_task_layer::TaskStatus::Working);
+}

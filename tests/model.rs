@@ -4,11 +4,11 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use mcp_task_layer::client::{DEFAULT_POLL_INTERVAL, MIN_POLL_INTERVAL};
+use mcp_task_layer::client::{resolve_poll_interval, DEFAULT_POLL_INTERVAL, MIN_POLL_INTERVAL};
 use mcp_task_layer::store::{conformance, MemoryStore};
 use mcp_task_layer::{
-    resolve_poll_interval, DetailedTask, InputRequest, JsonRpcError, JsonRpcRequest, Task,
-    TaskMetadata, TaskPollDecision, TaskStatus,
+    DetailedTask, InputRequest, JsonRpcError, JsonRpcRequest, Task, TaskMetadata, TaskPollDecision,
+    TaskStatus,
 };
 use serde_json::{json, Map, Value};
 

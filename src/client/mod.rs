@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::protocol::TaskStatus;
+use crate::protocol::TaskPollDecision;
 
 /// Interval used when neither the caller nor the server gives one.
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(1);
@@ -12,39 +12,6 @@ pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(1);
 /// or a caller typo cannot turn polling into a hot loop.
 pub const MIN_POLL_INTERVAL: Duration = Duration::from_millis(50);
 
-/// The classification of a polled task, derived purely from its status: the
-/// single decision every task poller consumes so the branch logic cannot
-/// drift.
-///
-/// Produced by [`Task::poll_decision`](crate::Task::poll_decision),
-/// [`DetailedTask::poll_decision`](crate::DetailedTask::poll_decision) and
-/// [`TaskStatus::poll_decision`]. It answers the one question a poll loop asks
-/// each tick: stop, ask the user, or sleep and poll again? It does no I/O and
-/// is replay-deterministic, so it is safe inside a memoized durable step.
-///
-/// It derives neither `Serialize` nor `Deserialize`: it is an in-process
-/// classifier, never a wire type.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum TaskPollDecision {
-    /// The task reached `completed`, `failed` or `cancelled` and will not
-    /// change again: stop polling. The result is fetched separately.
-    Terminal {
-        /// The terminal status that ended the task.
-        status: TaskStatus,
-    },
-    /// The task is `working`: sleep and poll again. Feed `poll_hint` to
-    /// [`resolve_poll_interval`] to get the sleep.
-    InProgress {
-        /// The raw server-reported interval in milliseconds, verbatim
-        /// (`None` when the server suggested none).
-        poll_hint: Option<u64>,
-    },
-    /// The task is blocked on input (`input_required`): route to whoever
-    /// answers input requests rather than spinning.
-    InputRequired,
-}
-
 /// The sleep before the next poll.
 ///
 /// Precedence: the caller's override, then the server's hint (milliseconds),
@@ -52,7 +19,7 @@ pub enum TaskPollDecision {
 ///
 /// ```
 /// use std::time::Duration;
-/// use mcp_task_layer::resolve_poll_interval;
+/// use mcp_task_layer::client::resolve_poll_interval;
 ///
 /// let floor = Duration::from_millis(50);
 /// let default = Duration::from_secs(1);

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use serde_json::json;
 
 use super::{Era, Error, Lease, TaskOutcome, TaskRecord, TaskStore};
-use crate::jsonrpc::JsonText;
+use crate::json::JsonText;
 use crate::protocol::TaskStatus;
 
 const T0: i64 = 1_767_225_600_000; // 2026-01-01T00:00:00Z

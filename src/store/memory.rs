@@ -8,7 +8,8 @@ use std::hash::{BuildHasher, Hash, Hasher};
 use std::sync::{Arc, PoisonError, RwLock};
 
 use super::{BoxFuture, Era, Error, Result, TaskOutcome, TaskRecord, TaskStore};
-use crate::jsonrpc::{JsonRpcError, JsonText};
+use crate::json::JsonText;
+use crate::jsonrpc::JsonRpcError;
 use crate::protocol::TaskStatus;
 
 const SHARDS: usize = 64;

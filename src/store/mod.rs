@@ -41,7 +41,8 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::jsonrpc::{JsonRpcError, JsonText};
+use crate::json::JsonText;
+use crate::jsonrpc::JsonRpcError;
 use crate::protocol::{InputRequest, InputResponses, TaskStatus};
 
 pub mod conformance;

@@ -1,0 +1,156 @@
+//! The layer's configuration: how tools become tasks ([`TaskPolicy`]), what
+//! happens to orphaned tasks ([`Recovery`]), whose a request is (the owner
+//! extractor), and every setting [`TaskLayer`](crate::TaskLayer)'s builder
+//! writes.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::clock::ms;
+use crate::context::TaskOwner;
+use crate::jsonrpc::JsonRpcRequest;
+use crate::limits::Limits;
+
+/// How a tool's calls become tasks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TaskPolicy {
+    /// Never a task: the call always runs synchronously (2025-11-25
+    /// `taskSupport: "forbidden"`).
+    Sync,
+    /// Always a task when the client can take one (2025-11-25
+    /// `taskSupport: "required"`); a 2026-07-28 client that did not declare
+    /// the tasks extension gets `-32021`.
+    ///
+    /// MRTR rounds the handler answers within the layer's
+    /// [task window](TaskLayer::with_task_window) (by default: before the
+    /// handler first waits on anything) still go back as plain MRTR results;
+    /// the task is created after them.
+    Task,
+    /// Run the call; answer synchronously if it finishes `within` the
+    /// budget, otherwise hand back a task and keep running (2025-11-25
+    /// `taskSupport: "optional"`).
+    Auto {
+        /// How long the caller waits for a synchronous answer.
+        within: Duration,
+    },
+}
+
+/// What happens to a `working` task whose runner died (its lease ran out),
+/// for stores that can find such tasks ([`TaskStore::orphans`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Recovery {
+    /// End it `failed` with `-32603` saying the server stopped (default).
+    #[default]
+    Fail,
+    /// Run the handler again from the top with its stored request and
+    /// answers, on this replica.
+    Rerun,
+}
+
+/// Reads the caller's owner key from a request.
+pub(crate) type OwnerFn = Arc<dyn Fn(&JsonRpcRequest) -> Option<String> + Send + Sync>;
+
+/// The owner of a request by default: the [`TaskOwner`] in its extensions.
+pub(crate) fn default_owner(req: &JsonRpcRequest) -> Option<String> {
+    req.extensions.get::<TaskOwner>().map(|o| o.0.clone())
+}
+
+/// Each tool's [`TaskPolicy`], and the one for tools without their own.
+/// Cloning shares the map.
+#[derive(Clone, Debug)]
+pub(crate) struct ToolPolicies {
+    pub(crate) by_tool: Arc<HashMap<String, TaskPolicy>>,
+    pub(crate) default: TaskPolicy,
+}
+
+impl ToolPolicies {
+    pub(crate) fn of(&self, tool: &str) -> TaskPolicy {
+        self.by_tool.get(tool).copied().unwrap_or(self.default)
+    }
+}
+
+/// Everything the builder sets.
+#[derive(Clone)]
+pub(crate) struct Config {
+    pub(crate) policies: ToolPolicies,
+    pub(crate) default_ttl: Option<Duration>,
+    pub(crate) max_ttl: Option<Duration>,
+    pub(crate) poll_interval: Duration,
+    pub(crate) cancel_grace: Duration,
+    pub(crate) task_window: Duration,
+    pub(crate) reap_interval: Duration,
+    pub(crate) list_page_size: usize,
+    pub(crate) limits: Limits,
+    pub(crate) owner: OwnerFn,
+    pub(crate) lease_ttl: Duration,
+    pub(crate) recovery: Recovery,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            policies: ToolPolicies {
+                by_tool: Arc::default(),
+                default: TaskPolicy::Sync,
+            },
+            default_ttl: Some(Duration::from_secs(3600)),
+            max_ttl: Some(Duration::from_secs(86_400)),
+            poll_interval: Duration::from_secs(1),
+            cancel_grace: Duration::from_secs(5),
+            task_window: Duration::ZERO,
+            reap_interval: Duration::from_secs(1),
+            list_page_size: 50,
+            limits: Limits::default(),
+            owner: Arc::new(default_owner),
+            lease_ttl: Duration::from_secs(30),
+            recovery: Recovery::Fail,
+        }
+    }
+}
+
+impl fmt::Debug for Config {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Config")
+            .field("policies", &self.policies.by_tool)
+            .field("default_policy", &self.policies.default)
+            .field("default_ttl", &self.default_ttl)
+            .field("max_ttl", &self.max_ttl)
+            .field("poll_interval", &self.poll_interval)
+            .field("cancel_grace", &self.cancel_grace)
+            .field("task_window", &self.task_window)
+            .field("reap_interval", &self.reap_interval)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Config {
+    pub(crate) fn policy(&self, tool: &str) -> TaskPolicy {
+        self.policies.of(tool)
+    }
+
+    /// The TTL a new task gets when `requested` is asked for.
+    pub(crate) fn ttl_ms(&self, requested: Option<u64>) -> Option<u64> {
+        let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        let wanted = requested.or(self.default_ttl.map(ms));
+        match (wanted, self.max_ttl.map(ms)) {
+            (Some(w), Some(max)) => Some(w.min(max)),
+            (None, Some(max)) => Some(max),
+            (w, None) => w,
+        }
+    }
+
+    /// How long a lease runs from now, in milliseconds.
+    pub(crate) fn lease_ms(&self) -> i64 {
+        ms(self.lease_ttl)
+    }
+
+    /// How often a runner renews its lease, and how often a waiter without
+    /// a change feed re-reads: a third of the lease.
+    pub(crate) fn heartbeat_period(&self) -> Duration {
+        (self.lease_ttl / 3).max(Duration::from_millis(10))
+    }
+}

@@ -1,0 +1,117 @@
+//! The one compare-and-set loop every writer of a task goes through: read,
+//! decide, write if the version is still the one read, retry on a lost
+//! race, give up after [`MAX_CAS_RETRIES`].
+
+use std::sync::Arc;
+
+use super::engine::{may_see, Engine};
+use super::errors::{changing_too_fast, store_failure, task_not_found};
+use crate::jsonrpc::JsonRpcError;
+use crate::store::{self, Era, TaskRecord};
+
+/// Bound on compare-and-set retries; each retry means another writer won.
+const MAX_CAS_RETRIES: usize = 64;
+
+/// Who reads the task, and so which records it may see.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Reader<'a> {
+    /// A client: only its own tasks of its era (R51).
+    Caller { owner: Option<&'a str>, era: Era },
+    /// This replica's runner of the task.
+    Runner,
+}
+
+/// What a writer decided after reading the record.
+// The record goes straight into the `Arc` the store keeps: boxing it here
+// would cost one more allocation per write.
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum Decision<T> {
+    /// Write this next version.
+    Write(TaskRecord, T),
+    /// Write nothing.
+    Keep(T),
+}
+
+/// What came of a compare-and-set.
+pub(crate) enum Outcome<T> {
+    /// `next` replaced `prev`.
+    Wrote {
+        prev: Arc<TaskRecord>,
+        next: Arc<TaskRecord>,
+        then: T,
+    },
+    /// The writer decided to write nothing.
+    Kept(T),
+}
+
+/// Why a compare-and-set did not end in a decision.
+#[derive(Debug)]
+pub(crate) enum CasError<E> {
+    /// The task is absent, expired, or not the reader's to see.
+    Gone,
+    /// The store failed to read it.
+    Read(store::Error),
+    /// The store failed to write it.
+    Write(store::Error),
+    /// Every retry lost to another writer.
+    TooFast,
+    /// The writer refused the change.
+    Refused(E),
+}
+
+impl From<CasError<JsonRpcError>> for JsonRpcError {
+    fn from(e: CasError<JsonRpcError>) -> Self {
+        match e {
+            CasError::Gone => task_not_found(),
+            CasError::Read(e) | CasError::Write(e) => store_failure(&e),
+            CasError::TooFast => changing_too_fast(),
+            CasError::Refused(e) => e,
+        }
+    }
+}
+
+impl Engine {
+    /// Read task `id` as `reader`, let `decide` choose its next version,
+    /// and write it only over the version read; on a lost race, read and
+    /// decide again.
+    pub(crate) async fn compare_and_set<T, E>(
+        &self,
+        id: &str,
+        reader: Reader<'_>,
+        mut decide: impl FnMut(&TaskRecord) -> Result<Decision<T>, E>,
+    ) -> Result<Outcome<T>, CasError<E>> {
+        for _ in 0..MAX_CAS_RETRIES {
+            let found = self
+                .store
+                .get(id, self.now_ms())
+                .await
+                .map_err(CasError::Read)?;
+            let record = match (found, reader) {
+                (Some(r), Reader::Runner) => r,
+                (Some(r), Reader::Caller { owner, era }) if may_see(&r, owner, era) => r,
+                _ => return Err(CasError::Gone),
+            };
+            let (next, then) = match decide(&record).map_err(CasError::Refused)? {
+                Decision::Keep(then) => return Ok(Outcome::Kept(then)),
+                Decision::Write(next, then) => (Arc::new(next), then),
+            };
+            match self
+                .store
+                .replace_shared(Arc::clone(&next), record.version)
+                .await
+            {
+                Ok(()) => {
+                    return Ok(Outcome::Wrote {
+                        prev: record,
+                        next,
+                        then,
+                    })
+                }
+                Err(store::Error::Conflict) => continue,
+                Err(store::Error::NotFound) => return Err(CasError::Gone),
+                Err(e) => return Err(CasError::Write(e)),
+            }
+        }
+        Err(CasError::TooFast)
+    }
+}

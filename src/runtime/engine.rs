@@ -1,0 +1,130 @@
+//! [`Engine`]: the state one layer's services share.
+
+use std::sync::{Arc, OnceLock};
+
+use tokio::sync::broadcast;
+use tower_service::Service;
+
+use crate::clock::Clock;
+use crate::config::Config;
+use crate::jsonrpc::{JsonRpcError, JsonRpcRequest, JsonRpcResponse};
+use crate::store::{self, Era, TaskRecord, TaskStore};
+
+use super::errors::store_failure;
+use super::hub::{EventHub, TaskEvent};
+use super::ids;
+use super::invoker::RerunInvoker;
+use super::registry::Registry;
+
+/// What the layer needs of the inner service to run tasks with it.
+pub(crate) trait InnerService:
+    Service<
+        JsonRpcRequest,
+        Response = JsonRpcResponse,
+        Future: Send + 'static,
+        Error: Send + 'static,
+    > + Clone
+    + Send
+    + 'static
+{
+}
+
+impl<S> InnerService for S where
+    S: Service<
+            JsonRpcRequest,
+            Response = JsonRpcResponse,
+            Future: Send + 'static,
+            Error: Send + 'static,
+        > + Clone
+        + Send
+        + 'static
+{
+}
+
+/// The state one layer's services share: the store, the configuration, the
+/// tasks this replica runs, the event channels and the background work.
+pub(crate) struct Engine {
+    pub(crate) store: Arc<dyn TaskStore>,
+    pub(crate) cfg: Config,
+    clock: Clock,
+    pub(super) registry: Registry,
+    pub(super) hub: EventHub,
+    /// Set once the reaper (and change feed) run.
+    pub(super) background: OnceLock<()>,
+    /// This process's replica id, the holder name in leases.
+    pub(super) replica: String,
+    pub(super) invoker: RerunInvoker,
+}
+
+impl Engine {
+    /// An engine over `store`, sending task events on `events`.
+    pub(crate) fn new(
+        store: Arc<dyn TaskStore>,
+        cfg: Config,
+        events: broadcast::Sender<TaskEvent>,
+    ) -> Self {
+        Engine {
+            store,
+            cfg,
+            clock: Clock::new(),
+            registry: Registry::default(),
+            hub: EventHub::new(events),
+            background: OnceLock::new(),
+            replica: ids::new_task_id()
+                .unwrap_or_else(|_| format!("replica-{}", std::process::id())),
+            invoker: RerunInvoker::default(),
+        }
+    }
+
+    pub(crate) fn now_ms(&self) -> i64 {
+        self.clock.now_ms()
+    }
+
+    pub(crate) fn owner_of(&self, req: &JsonRpcRequest) -> Option<String> {
+        (self.cfg.owner)(req)
+    }
+
+    /// The `-32602` error if `owner` already has as many unfinished tasks
+    /// in this process as [`Limits::max_tasks_per_owner`](crate::Limits)
+    /// allows.
+    pub(crate) fn owner_at_capacity(&self, owner: Option<&str>) -> Option<JsonRpcError> {
+        self.registry
+            .at_capacity(owner, self.cfg.limits.max_tasks_per_owner)
+    }
+
+    /// The channel task events go out on.
+    pub(crate) fn events(&self) -> &broadcast::Sender<TaskEvent> {
+        &self.hub.events
+    }
+
+    /// Look a task up for a caller: absent, expired, of another owner or of
+    /// another era all read as `None`.
+    pub(super) async fn lookup(
+        &self,
+        id: &str,
+        owner: Option<&str>,
+        era: Era,
+    ) -> Result<Option<Arc<TaskRecord>>, JsonRpcError> {
+        visible(self.store.get(id, self.now_ms()).await, owner, era)
+    }
+}
+
+/// Whether a caller of `owner` speaking `era` may see `record` (R51: a task
+/// of another owner or era is indistinguishable from an unknown one).
+pub(super) fn may_see(record: &TaskRecord, owner: Option<&str>, era: Era) -> bool {
+    record.owner.as_deref() == owner && record.era == era
+}
+
+/// What a read found, as a caller may see it: absent, expired, of another
+/// owner or of another era all read as `None`.
+pub(super) fn visible(
+    found: store::Result<Option<Arc<TaskRecord>>>,
+    owner: Option<&str>,
+    era: Era,
+) -> Result<Option<Arc<TaskRecord>>, JsonRpcError> {
+    match found {
+        Ok(Some(r)) if may_see(&r, owner, era) => Ok(Some(r)),
+        Ok(_) => Ok(None),
+        Err(e) => Err(store_failure(&e)),
+    }
+}

@@ -1,0 +1,59 @@
+//! `tasks/cancel`, both eras: the first terminal write wins, and the
+//! handler's cancellation token is tripped.
+
+use super::{respond, task_id_param, Reply};
+use crate::jsonrpc::{JsonRpcError, JsonRpcRequest, JsonRpcResponse};
+use crate::runtime::cas::{Decision, Outcome, Reader};
+use crate::runtime::engine::Engine;
+use crate::runtime::{transition, wire};
+use crate::store::Era;
+
+impl Engine {
+    pub(crate) async fn tasks_cancel(&self, req: JsonRpcRequest, era: Era) -> JsonRpcResponse {
+        let answer = self.cancel(&req, era).await;
+        respond(req.id, answer)
+    }
+
+    async fn cancel(&self, req: &JsonRpcRequest, era: Era) -> Result<Reply, JsonRpcError> {
+        let task_id = task_id_param(req)?;
+        let owner = self.owner_of(req);
+        let written = self
+            .compare_and_set(
+                task_id,
+                Reader::Caller {
+                    owner: owner.as_deref(),
+                    era,
+                },
+                |record| {
+                    if !record.status.is_terminal() {
+                        return Ok(Decision::Write(
+                            transition::cancelled(record, self.now_ms()),
+                            (),
+                        ));
+                    }
+                    match era {
+                        // Idempotent in 2026-07-28 (R45).
+                        Era::Modern => Ok(Decision::Keep(())),
+                        // An error in 2025-11-25 (R71).
+                        _ => Err(JsonRpcError::invalid_params(format!(
+                            "Cannot cancel task: already in terminal status '{}'",
+                            record.status
+                        ))),
+                    }
+                },
+            )
+            .await?;
+        let Outcome::Wrote { prev, next, .. } = written else {
+            return Ok(Reply::Ack);
+        };
+        let local = self.registry.forget(&next.id);
+        self.publish(prev.status, &next, local.as_ref());
+        if let Some(local) = local {
+            local.token.cancel();
+        }
+        Ok(match era {
+            Era::Legacy => Reply::Value(wire::legacy::task_value(&next)),
+            _ => Reply::Ack,
+        })
+    }
+}

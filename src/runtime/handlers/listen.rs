@@ -1,0 +1,211 @@
+//! `subscriptions/listen` with `notifications.taskIds` (2026-07-28): push
+//! every visible change of the watched tasks to the client, in order, until
+//! each has ended or the client has gone.
+
+use std::collections::HashMap;
+
+use serde_json::{json, Value};
+use tokio::sync::broadcast;
+
+use super::{respond, Reply};
+use crate::jsonrpc::{code, JsonRpcError, JsonRpcRequest, JsonRpcResponse};
+use crate::peer::Peer;
+use crate::protocol::TaskStatus;
+use crate::runtime::engine::Engine;
+use crate::runtime::wire;
+use crate::store::{Era, TaskChange, TaskRecord};
+
+/// `_meta` key tying a notification to its `subscriptions/listen` request.
+const META_SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
+
+impl Engine {
+    /// `subscriptions/listen` with `notifications.taskIds` (2026-07-28):
+    /// acknowledge the ids the caller may see, then push
+    /// `notifications/tasks` (what `tasks/get` would return, without
+    /// `resultType`, tagged with the subscription id) on every change of
+    /// those tasks, in order, through the request's [`Peer`]. Answers when
+    /// every watched task has ended or the client has gone.
+    pub(crate) async fn listen(&self, req: JsonRpcRequest) -> JsonRpcResponse {
+        let answer = self.listen_inner(&req).await.map(|()| Reply::Ack);
+        respond(req.id, answer)
+    }
+
+    async fn listen_inner(&self, req: &JsonRpcRequest) -> Result<(), JsonRpcError> {
+        const MAX_WATCHED: usize = 1024;
+        let asked = req
+            .params_object()
+            .and_then(|p| p.get("notifications"))
+            .and_then(|n| n.get("taskIds"))
+            .and_then(Value::as_array)
+            .ok_or_else(|| {
+                JsonRpcError::invalid_params("\"notifications.taskIds\" must be an array")
+            })?;
+        if asked.len() > MAX_WATCHED {
+            return Err(JsonRpcError::invalid_params(format!(
+                "at most {MAX_WATCHED} task ids per subscription"
+            )));
+        }
+        let peer = req.extensions.get::<Peer>().cloned().ok_or_else(|| {
+            JsonRpcError::new(
+                code::INVALID_REQUEST,
+                "subscriptions/listen needs a transport that can stream notifications",
+            )
+        })?;
+        let subscription = serde_json::to_value(&req.id).unwrap_or(Value::Null);
+        let owner = self.owner_of(req);
+        // Subscribe before reading, so no change falls in between.
+        let mut snapshots = self.hub.snapshots.subscribe();
+        let mut changes = self.hub.changes.subscribe();
+        let mut watched: HashMap<String, LastPushed> = HashMap::new();
+        let mut order = Vec::new();
+        for task_id in asked.iter().filter_map(Value::as_str) {
+            if watched.contains_key(task_id) {
+                continue;
+            }
+            if let Some(r) = self.lookup(task_id, owner.as_deref(), Era::Modern).await? {
+                if !r.status.is_terminal() {
+                    watched.insert(r.id.clone(), LastPushed::of(&r));
+                }
+                order.push(Value::String(r.id.clone()));
+            }
+        }
+        let meta = json!({ META_SUBSCRIPTION_ID: subscription });
+        peer.notify(
+            "notifications/subscriptions/acknowledged".into(),
+            json!({ "notifications": { "taskIds": order }, "_meta": meta }),
+        )
+        .await;
+        let closed = peer.closed();
+        tokio::pin!(closed);
+        let mut resync = self.resync_period().map(|period| {
+            let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            tick
+        });
+        while !watched.is_empty() {
+            let tick = async {
+                match resync.as_mut() {
+                    Some(tick) => {
+                        tick.tick().await;
+                    }
+                    None => std::future::pending().await,
+                }
+            };
+            let record = tokio::select! {
+                snapshot = snapshots.recv() => match snapshot {
+                    Ok(r) => r,
+                    // Too slow to see every write: catch up from the store.
+                    Err(broadcast::error::RecvError::Lagged(_)) => {
+                        self.resync(&peer, &meta, &mut watched, owner.as_deref()).await?;
+                        continue;
+                    }
+                    Err(broadcast::error::RecvError::Closed) => break,
+                },
+                change = changes.recv() => {
+                    match change {
+                        Ok(TaskChange::Updated { id, version, .. }) => {
+                            if watched.get(&id).is_some_and(|seen| seen.version < version) {
+                                self.refresh(&peer, &meta, &mut watched, owner.as_deref(), id).await?;
+                            }
+                        }
+                        Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {
+                            self.resync(&peer, &meta, &mut watched, owner.as_deref()).await?;
+                        }
+                        Err(broadcast::error::RecvError::Closed) => break,
+                    }
+                    continue;
+                }
+                () = tick => {
+                    self.resync(&peer, &meta, &mut watched, owner.as_deref()).await?;
+                    continue;
+                }
+                () = &mut closed => break,
+            };
+            self.push_change(&peer, &meta, &mut watched, &record).await;
+        }
+        Ok(())
+    }
+
+    /// Re-read every watched task and push what changed.
+    async fn resync(
+        &self,
+        peer: &Peer,
+        meta: &Value,
+        watched: &mut HashMap<String, LastPushed>,
+        owner: Option<&str>,
+    ) -> Result<(), JsonRpcError> {
+        let ids: Vec<String> = watched.keys().cloned().collect();
+        for task_id in ids {
+            self.refresh(peer, meta, watched, owner, task_id).await?;
+        }
+        Ok(())
+    }
+
+    /// Re-read one watched task and push it if it changed; stop watching it
+    /// if it is gone.
+    async fn refresh(
+        &self,
+        peer: &Peer,
+        meta: &Value,
+        watched: &mut HashMap<String, LastPushed>,
+        owner: Option<&str>,
+        task_id: String,
+    ) -> Result<(), JsonRpcError> {
+        match self.lookup(&task_id, owner, Era::Modern).await? {
+            Some(r) => self.push_change(peer, meta, watched, &r).await,
+            None => {
+                watched.remove(&task_id);
+            }
+        }
+        Ok(())
+    }
+
+    /// Notify one watched task's change, once per version.
+    async fn push_change(
+        &self,
+        peer: &Peer,
+        meta: &Value,
+        watched: &mut HashMap<String, LastPushed>,
+        r: &TaskRecord,
+    ) {
+        let Some(seen) = watched.get_mut(&r.id) else {
+            return;
+        };
+        if r.version <= seen.version {
+            return;
+        }
+        let now = LastPushed::of(r);
+        // A lease renewal is a new version that shows nothing new.
+        let visible = (now.status, now.updated_at_ms, now.round)
+            != (seen.status, seen.updated_at_ms, seen.round);
+        *seen = now;
+        if !visible {
+            return;
+        }
+        if r.status.is_terminal() {
+            watched.remove(&r.id);
+        }
+        let mut params = wire::modern::detailed_value(r, None);
+        params["_meta"] = meta.clone();
+        peer.notify("notifications/tasks".into(), params).await;
+    }
+}
+
+/// What a subscription last saw of a task.
+struct LastPushed {
+    version: u64,
+    status: TaskStatus,
+    updated_at_ms: i64,
+    round: u32,
+}
+
+impl LastPushed {
+    fn of(r: &TaskRecord) -> Self {
+        LastPushed {
+            version: r.version,
+            status: r.status,
+            updated_at_ms: r.updated_at_ms,
+            round: r.round,
+        }
+    }
+}

@@ -1,0 +1,31 @@
+//! The engine under [`TaskService`](crate::TaskService): one [`Engine`]
+//! per layer, shared by every service the layer makes.
+//!
+//! Two seams cut it. Below, a pure state machine ([`transition`], with the
+//! meaning of a handler's answer in [`answer`]) and the wire writers
+//! ([`wire`]): functions of a [`TaskRecord`] with no I/O. Above it, the
+//! engine's rooms: the compare-and-set every writer goes through ([`cas`]),
+//! the tasks this replica runs ([`registry`]), events and the change feed
+//! ([`hub`]), leases ([`lease`]), the runner that drives handlers
+//! ([`runner`]), resuming a task ([`resume`]) and the background work
+//! ([`reaper`]). On top, one file per MCP method ([`handlers`]).
+
+mod answer;
+mod cas;
+mod engine;
+mod errors;
+pub(crate) mod handlers;
+mod hub;
+mod ids;
+mod invoker;
+mod lease;
+mod publish;
+mod reaper;
+mod registry;
+mod resume;
+mod runner;
+mod transition;
+mod wire;
+
+pub(crate) use engine::Engine;
+pub use hub::TaskEvent;

@@ -1,0 +1,84 @@
+//! Publishing a written change: the task's span, the event channels,
+//! 2025-11-25 status notifications, and changes other replicas made.
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use tokio::sync::broadcast;
+use tracing::{info, Span};
+
+use super::engine::Engine;
+use super::hub::TaskEvent;
+use super::registry::LocalTask;
+use super::wire;
+use crate::protocol::TaskStatus;
+use crate::store::{Era, TaskChange, TaskRecord};
+
+impl Engine {
+    /// Announce a written status: log it in the task's span, send it on the
+    /// event channel, and (2025-11-25) notify the creating client if its
+    /// transport left a way back.
+    pub(crate) fn publish(&self, prev: TaskStatus, record: &TaskRecord, local: Option<&LocalTask>) {
+        crate::metrics::transition(prev, record.status);
+        self.registry.set_status(&record.id, record.status);
+        let span = local.map_or_else(Span::none, |l| l.span.clone());
+        info!(parent: &span, status = %record.status, version = record.version, "task status");
+        if record.era == Era::Legacy {
+            if let Some(peer) = local.and_then(|l| l.peer.clone()) {
+                let params = wire::legacy::task_value(record);
+                tokio::spawn(peer.notify("notifications/tasks/status".into(), params));
+            }
+        }
+        self.announce(record);
+    }
+
+    /// Send a written record to event and subscription listeners.
+    pub(crate) fn announce(&self, record: &TaskRecord) {
+        if self.hub.snapshots.receiver_count() > 0 {
+            let _ = self.hub.snapshots.send(Arc::new(record.clone()));
+        }
+        let _ = self.hub.events.send(TaskEvent {
+            task_id: record.id.clone(),
+            status: record.status,
+            version: record.version,
+        });
+    }
+
+    /// A change the store reported, maybe written by another replica: a
+    /// cancel stops this process's handler of the task now (the heartbeat
+    /// would, a period later); subscribers and waiters re-read.
+    pub(super) fn on_change(&self, change: TaskChange) {
+        if let TaskChange::Updated {
+            id,
+            status: TaskStatus::Cancelled,
+            ..
+        } = &change
+        {
+            self.registry.cancel_remotely_cancelled(id);
+        }
+        if self.hub.changes.receiver_count() > 0 {
+            let _ = self.hub.changes.send(change);
+        }
+    }
+
+    /// How often a subscription re-reads its tasks when the store reports
+    /// no changes (another process may write them): the lease heartbeat's
+    /// period.
+    pub(crate) fn resync_period(&self) -> Option<Duration> {
+        (!self.hub.has_feed.load(Ordering::Acquire)).then(|| self.cfg.heartbeat_period())
+    }
+}
+
+/// Hand the store's change feed to the engine while it lives.
+pub(crate) async fn change_loop(weak: Weak<Engine>, mut feed: broadcast::Receiver<TaskChange>) {
+    loop {
+        let change = match feed.recv().await {
+            Ok(change) => change,
+            Err(broadcast::error::RecvError::Lagged(_)) => TaskChange::Missed,
+            Err(broadcast::error::RecvError::Closed) => return,
+        };
+        let Some(engine) = weak.upgrade() else { return };
+        engine.on_change(change);
+    }
+}

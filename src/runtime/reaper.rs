@@ -1,0 +1,159 @@
+//! Background work: reaping expired tasks, recovering orphaned ones (their
+//! runner died) by policy, and listening to the store's change feed.
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, PoisonError, Weak};
+use std::time::Duration;
+
+use tower::ServiceExt;
+use tracing::{info, warn};
+
+use super::engine::{Engine, InnerService};
+use super::invoker::InnerFailed;
+use super::publish::change_loop;
+use super::runner::{HandlerRun, InnerFuture};
+use super::transition;
+use crate::config::Recovery;
+use crate::protocol::TaskStatus;
+use crate::store;
+
+/// How many expired tasks one store call deletes.
+const REAP_BATCH: usize = 1024;
+
+impl Engine {
+    /// Keep a clone of the inner service, type-erased, for recovering
+    /// orphaned tasks (the first intercepted request registers it).
+    pub(crate) fn register_invoker<S>(&self, svc: &S)
+    where
+        S: InnerService,
+    {
+        if self.invoker.set.load(Ordering::Acquire) || self.cfg.recovery != Recovery::Rerun {
+            return;
+        }
+        let mut slot = self
+            .invoker
+            .slot
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if slot.is_none() {
+            *slot = Some(tower::util::BoxCloneService::new(
+                svc.clone().map_err(|_| InnerFailed),
+            ));
+            self.invoker.set.store(true, Ordering::Release);
+        }
+    }
+
+    /// Start the background reaper once, on the runtime of the first
+    /// intercepted request. It holds only a weak reference, so it ends when
+    /// the last layer and service are dropped.
+    pub(crate) fn ensure_background(self: &Arc<Self>) {
+        self.background.get_or_init(|| {
+            if let Ok(handle) = tokio::runtime::Handle::try_current() {
+                let weak = Arc::downgrade(self);
+                let period = self.cfg.reap_interval;
+                handle.spawn(reap_loop(weak.clone(), period));
+                if let Some(feed) = self.store.changes() {
+                    self.hub.has_feed.store(true, Ordering::Release);
+                    handle.spawn(change_loop(weak, feed));
+                }
+            }
+        });
+    }
+
+    async fn reap_once(&self) {
+        loop {
+            match self.store.delete_expired(self.now_ms(), REAP_BATCH).await {
+                Ok(ids) => {
+                    for id in &ids {
+                        let local = self.registry.forget(id);
+                        crate::metrics::expired(local.as_ref().map(|l| l.status));
+                        if let Some(local) = local {
+                            // Expiry is a cancellation signal for a handler
+                            // that is still running.
+                            local.token.cancel();
+                            info!(parent: &local.span, "task expired");
+                        }
+                    }
+                    if ids.len() < REAP_BATCH {
+                        return;
+                    }
+                }
+                Err(e) => {
+                    warn!(error = %e, "reaping expired tasks failed; will retry");
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Recover `working` tasks whose runner died (lease ran out), by policy:
+    /// fail them honestly, or re-run them from their stored request.
+    async fn recover_orphans(self: &Arc<Self>) {
+        let orphans = match self.store.orphans(self.now_ms(), 64).await {
+            Ok(o) => o,
+            Err(store::Error::Unsupported(_)) => return,
+            Err(e) => {
+                warn!(error = %e, "cannot look for orphaned tasks; will retry");
+                return;
+            }
+        };
+        let invoker = self.invoker.get();
+        for record in orphans {
+            if record.status != TaskStatus::Working
+                || record
+                    .lease
+                    .as_ref()
+                    .is_some_and(|l| l.until_ms >= self.now_ms())
+            {
+                continue;
+            }
+            match (invoker.clone(), self.cfg.recovery) {
+                (Some(svc), Recovery::Rerun) => {
+                    let next = transition::orphan_rerun(&record, self.now_ms(), self.lease_terms());
+                    if self
+                        .store
+                        .replace(next.clone(), record.version)
+                        .await
+                        .is_ok()
+                    {
+                        info!(task_id = %next.id, "re-running an orphaned task");
+                        let local = self.registry.get_or_track(&next);
+                        let request = self.resume_request(&next, &local.token);
+                        let fut: InnerFuture<InnerFailed> = Box::pin(svc.clone().oneshot(request));
+                        let fence = next.lease.as_ref().map_or(0, |l| l.fence);
+                        self.spawn_runner(
+                            svc.clone(),
+                            next.id.clone(),
+                            local,
+                            fut,
+                            HandlerRun::fenced(fence),
+                        );
+                    }
+                }
+                _ => {
+                    let next = transition::orphan_failed(&record, self.now_ms());
+                    if self
+                        .store
+                        .replace(next.clone(), record.version)
+                        .await
+                        .is_ok()
+                    {
+                        let local = self.registry.forget(&next.id);
+                        self.publish(record.status, &next, local.as_ref());
+                    }
+                }
+            }
+        }
+    }
+}
+
+async fn reap_loop(weak: Weak<Engine>, period: Duration) {
+    let mut tick = tokio::time::interval(period);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let Some(engine) = weak.upgrade() else { return };
+        engine.reap_once().await;
+        engine.recover_orphans().await;
+    }
+}

@@ -1,0 +1,25 @@
+//! The 2025-11-25 wire form of a task: the flat `Task`.
+
+use serde_json::Value;
+
+use crate::protocol::Task;
+use crate::store::TaskRecord;
+
+/// The 2025-11-25 view of a record.
+pub(crate) fn task(r: &TaskRecord) -> Task {
+    let m = super::metadata(r);
+    Task {
+        task_id: m.task_id,
+        status: r.status,
+        status_message: m.status_message,
+        created_at: m.created_at,
+        last_updated_at: m.last_updated_at,
+        ttl: m.ttl_ms,
+        poll_interval: m.poll_interval_ms,
+    }
+}
+
+/// [`task`] as a JSON value.
+pub(crate) fn task_value(r: &TaskRecord) -> Value {
+    serde_json::to_value(task(r)).unwrap_or_default()
+}

@@ -1,0 +1,40 @@
+//! What clients see of a task, per era: free functions of a record.
+
+use serde_json::json;
+
+use crate::protocol::TaskMetadata;
+use crate::store::{Era, TaskRecord};
+
+pub(crate) mod legacy;
+pub(crate) mod modern;
+mod timestamp;
+
+/// The fields both eras show of every task.
+pub(crate) fn metadata(r: &TaskRecord) -> TaskMetadata {
+    TaskMetadata::new(
+        r.id.clone(),
+        timestamp::rfc3339(r.created_at_ms),
+        timestamp::rfc3339(r.updated_at_ms),
+        r.ttl_ms,
+    )
+    .with_poll_interval_ms(r.poll_interval_ms)
+    .with_status_message(r.status_message.clone())
+}
+
+/// The answer to the `tools/call` that made the task, as JSON text.
+pub(crate) fn create_result(r: &TaskRecord) -> String {
+    match r.era {
+        Era::Legacy => {
+            serde_json::to_string(&json!({ "task": legacy::task(r) })).unwrap_or_default()
+        }
+        _ => modern::detailed_json(r, Some("task")),
+    }
+}
+
+/// The `tasks/get` result of a record, as JSON text.
+pub(crate) fn get_result(r: &TaskRecord, era: Era) -> String {
+    match era {
+        Era::Legacy => serde_json::to_string(&legacy::task(r)).unwrap_or_default(),
+        _ => modern::detailed_json(r, Some("complete")),
+    }
+}

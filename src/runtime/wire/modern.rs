@@ -1,0 +1,196 @@
+//! The 2026-07-28 wire form of a task: `DetailedTask`, written field by
+//! field with the stored result text copied in as it is.
+
+use serde_json::Value;
+
+use super::timestamp::{rfc3339_digits, write_rfc3339, write_stamp};
+use crate::json::{write_json_str, write_u64};
+use crate::jsonrpc::JsonRpcError;
+use crate::protocol::TaskStatus;
+use crate::store::{TaskOutcome, TaskRecord};
+
+/// The 2026-07-28 body of a record (`DetailedTask`), with `resultType`
+/// when given, written field by field: the stored result text is copied in
+/// as it is. The same JSON as serializing [`detailed`] (a test
+/// holds them together).
+pub(crate) fn detailed_json(r: &TaskRecord, result_type: Option<&str>) -> String {
+    // Room for everything but input requests and errors: one allocation.
+    let extra = match &r.outcome {
+        Some(TaskOutcome::Result(text)) => text.get().len(),
+        _ => 0,
+    } + r.id.len()
+        + r.status_message.as_ref().map_or(0, String::len);
+    let mut out = String::with_capacity(256 + extra);
+    out.push('{');
+    if let Some(rt) = result_type {
+        out.push_str("\"resultType\":");
+        write_json_str(&mut out, rt);
+        out.push(',');
+    }
+    out.push_str("\"taskId\":");
+    write_json_str(&mut out, &r.id);
+    out.push_str(",\"status\":");
+    write_json_str(&mut out, r.status.as_str());
+    if let Some(msg) = &r.status_message {
+        out.push_str(",\"statusMessage\":");
+        write_json_str(&mut out, msg);
+    }
+    out.push_str(",\"createdAt\":");
+    let created = rfc3339_digits(r.created_at_ms);
+    write_stamp(&mut out, r.created_at_ms, created.as_ref());
+    out.push_str(",\"lastUpdatedAt\":");
+    if r.updated_at_ms == r.created_at_ms {
+        // A task unchanged since it was made: formatted once.
+        write_stamp(&mut out, r.created_at_ms, created.as_ref());
+    } else {
+        write_rfc3339(&mut out, r.updated_at_ms);
+    }
+    out.push_str(",\"ttlMs\":");
+    match r.ttl_ms {
+        Some(ttl) => write_u64(&mut out, ttl),
+        None => out.push_str("null"),
+    }
+    if let Some(p) = r.poll_interval_ms {
+        out.push_str(",\"pollIntervalMs\":");
+        write_u64(&mut out, p);
+    }
+    match (r.status, &r.outcome) {
+        (TaskStatus::InputRequired, _) => {
+            out.push_str(",\"inputRequests\":{");
+            for (i, (key, pending)) in r.input_requests.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_json_str(&mut out, key);
+                out.push(':');
+                // Strings and JSON values only: cannot fail.
+                out.push_str(&serde_json::to_string(&pending.request).unwrap_or_default());
+            }
+            out.push('}');
+        }
+        (TaskStatus::Completed, Some(TaskOutcome::Result(result))) => {
+            out.push_str(",\"result\":");
+            out.push_str(result.get());
+        }
+        (TaskStatus::Completed, _) => out.push_str(",\"result\":{}"),
+        (TaskStatus::Failed, outcome) => {
+            let fallback;
+            let error = match outcome {
+                Some(TaskOutcome::Error(e)) => e,
+                _ => {
+                    fallback = JsonRpcError::internal("the task failed");
+                    &fallback
+                }
+            };
+            out.push_str(",\"error\":");
+            out.push_str(&serde_json::to_string(error).unwrap_or_default());
+        }
+        _ => {}
+    }
+    out.push('}');
+    out
+}
+
+/// The 2026-07-28 body of a record as a value, with `resultType` when
+/// given: [`detailed_json`] parsed.
+pub(crate) fn detailed_value(r: &TaskRecord, result_type: Option<&str>) -> Value {
+    serde_json::from_str(&detailed_json(r, result_type)).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{json, Map};
+
+    use super::*;
+    use crate::json::JsonText;
+    use crate::protocol::{DetailedTask, InputRequest};
+    use crate::store::{Era, PendingInput};
+
+    /// The 2026-07-28 view of a record, as the typed model.
+    fn detailed(r: &TaskRecord) -> DetailedTask {
+        let metadata = super::super::metadata(r);
+        match r.status {
+            TaskStatus::Working => DetailedTask::working(metadata),
+            TaskStatus::InputRequired => DetailedTask::input_required(
+                metadata,
+                r.input_requests
+                    .iter()
+                    .map(|(k, p)| (k.clone(), p.request.clone()))
+                    .collect(),
+            ),
+            TaskStatus::Completed => match &r.outcome {
+                Some(TaskOutcome::Result(result)) => {
+                    DetailedTask::completed(metadata, result.to_object())
+                }
+                _ => DetailedTask::completed(metadata, Map::new()),
+            },
+            TaskStatus::Failed => match &r.outcome {
+                Some(TaskOutcome::Error(e)) => DetailedTask::failed(metadata, e.clone()),
+                _ => DetailedTask::failed(metadata, JsonRpcError::internal("the task failed")),
+            },
+            TaskStatus::Cancelled => DetailedTask::cancelled(metadata),
+        }
+    }
+
+    #[test]
+    fn the_hand_built_body_is_the_typed_one() {
+        let mut r = TaskRecord::new(
+            "t1",
+            Era::Modern,
+            "tool",
+            json!({}),
+            1_767_225_600_123,
+            Some(60_000),
+        );
+        r.poll_interval_ms = Some(500);
+        let mut cases = Vec::new();
+        cases.push(r.clone());
+        let mut ir = r.clone();
+        ir.status = TaskStatus::InputRequired;
+        ir.status_message = Some("waiting".into());
+        ir.input_requests.insert(
+            "k".into(),
+            PendingInput {
+                inner_key: "k".into(),
+                request: InputRequest::new(
+                    "elicitation/create",
+                    json!({"message": "?"})
+                        .as_object()
+                        .cloned()
+                        .unwrap_or_default(),
+                ),
+            },
+        );
+        cases.push(ir);
+        let mut done = r.clone();
+        done.status = TaskStatus::Completed;
+        done.outcome = Some(TaskOutcome::Result(JsonText::from_value(
+            &json!({"content": [{"type": "text", "text": "a \"q\" \u{7}"}], "isError": true}),
+        )));
+        cases.push(done);
+        let mut failed = r.clone();
+        failed.status = TaskStatus::Failed;
+        failed.outcome = Some(TaskOutcome::Error(
+            JsonRpcError::new(-32050, "x").with_data(json!({"a": 1})),
+        ));
+        cases.push(failed);
+        let mut cancelled = r.clone();
+        cancelled.status = TaskStatus::Cancelled;
+        cancelled.ttl_ms = None;
+        cases.push(cancelled);
+        // Timestamps: changed since creation, and (equal or not) beyond the
+        // digit-by-digit years.
+        let mut changed = r.clone();
+        changed.updated_at_ms += 1_234;
+        let mut far = r.clone();
+        far.created_at_ms = 253_402_300_800_000; // year 10000
+        far.updated_at_ms = far.created_at_ms;
+        let mut farther = far.clone();
+        farther.updated_at_ms += 1;
+        cases.extend([changed, far, farther]);
+        for r in cases {
+            let typed = serde_json::to_value(detailed(&r)).unwrap_or_default();
+            assert_eq!(detailed_value(&r, None), typed, "{:?}", r.status);
+        }
+    }
+}
