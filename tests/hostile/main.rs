@@ -6,6 +6,7 @@
 //! the server must keep answering, and no task may change.
 #![cfg(feature = "axum")]
 
+#[path = "../common/mod.rs"]
 mod common;
 
 use common::wire::{bearer, send, Chunked, Reply};
