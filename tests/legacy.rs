@@ -1,5 +1,5 @@
 //! The 2025-11-25 experimental tasks, served by the same layer and store:
-//! one test per [25] requirement of `shared/protocol.md`, and the Q9
+//! one test per [2025] requirement of `docs/requirements.md`, and the Q9
 //! cross-era rule.
 
 mod common;

@@ -1,5 +1,5 @@
 //! The 2026-07-28 tasks extension on the wire, one test per requirement of
-//! `shared/protocol.md` (R-numbers in the names).
+//! `docs/requirements.md` (R-numbers in the names).
 
 mod common;
 
@@ -732,9 +732,9 @@ async fn racing_updates_resume_the_handler_exactly_once() {
 
 /// A `Task` tool whose handler answers on its first poll has its task
 /// written once, finished; what the client and event listeners see is what
-/// two writes gave: the creating answer shows `working` (R16), events go
+/// two writes gave: the creating answer shows `working` (R28), events go
 /// `working` → end with growing versions, and the task reads back finished
-/// with the handler's exact result or error (R20, R22).
+/// with the handler's exact result or error (R22, R23).
 #[tokio::test(start_paused = true)]
 async fn a_handler_answering_at_once_reads_as_working_then_finished() {
     let c = Client::new(layer());
@@ -746,7 +746,7 @@ async fn a_handler_answering_at_once_reads_as_working_then_finished() {
         let resp = c.call(tool, json!({})).await;
         let created = ok(&resp);
         assert_eq!(created["resultType"], "task");
-        assert_eq!(created["status"], "working", "R16: {tool}");
+        assert_eq!(created["status"], "working", "R28: {tool}");
         let id = created["taskId"].as_str().unwrap().to_owned();
         let mut seq = Vec::new();
         while let Ok(e) = events.try_recv() {
@@ -762,7 +762,7 @@ async fn a_handler_answering_at_once_reads_as_working_then_finished() {
             _ => assert_eq!(
                 body["error"],
                 json!({"code": -32050, "message": "upstream exploded", "data": {"retry": false}}),
-                "R20"
+                "R23"
             ),
         }
     }

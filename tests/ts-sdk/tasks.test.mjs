@@ -1,7 +1,7 @@
 // The official TypeScript SDK client (@modelcontextprotocol/sdk 1.32.2, which
 // speaks the 2025-11-25 tasks of `client.experimental.tasks`) against
 // examples/server.rs over Streamable HTTP. Each test names the requirements
-// of ../../../shared/protocol.md section 5 it covers.
+// of ../../docs/requirements.md it covers.
 //
 //   node --test                      # starts target/release/examples/server itself
 //   MCP_URL=http://127.0.0.1:3001/mcp node --test
