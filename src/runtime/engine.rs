@@ -29,15 +29,11 @@ pub(crate) trait InnerService:
 {
 }
 
-impl<S> InnerService for S where
-    S: Service<
-            JsonRpcRequest,
-            Response = JsonRpcResponse,
-            Future: Send + 'static,
-            Error: Send + 'static,
-        > + Clone
-        + Send
-        + 'static
+impl<S> InnerService for S
+where
+    S: Service<JsonRpcRequest, Response = JsonRpcResponse> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
 {
 }
 

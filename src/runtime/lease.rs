@@ -31,18 +31,28 @@ impl Engine {
             .is_some_and(|l| l.holder == self.replica && l.fence == fence)
     }
 
+    /// Whether this replica's runner under `fence` still runs `record`: it
+    /// is `working` and the lease is still this runner's (not fenced off by
+    /// another replica that took the task over).
+    pub(crate) fn runs_here(&self, record: &TaskRecord, fence: u64) -> bool {
+        if record.status != TaskStatus::Working {
+            return false;
+        }
+        if !self.holds(record, fence) {
+            crate::metrics::lease_lost();
+            warn!("another replica took this task over; stopping its handler here");
+            return false;
+        }
+        true
+    }
+
     /// Renew the runner's lease. `false` when the runner must stop: the
     /// task ended or left `working` (a cancel on any replica), expired, or
     /// another replica took it over.
     pub(crate) async fn heartbeat(&self, id: &str, fence: u64) -> bool {
         let renewed = self
             .compare_and_set(id, Reader::Runner, |record| {
-                if record.status != TaskStatus::Working {
-                    return Ok(Decision::Keep(false));
-                }
-                if !self.holds(record, fence) {
-                    crate::metrics::lease_lost();
-                    warn!("another replica took this task over; stopping its handler here");
+                if !self.runs_here(record, fence) {
                     return Ok(Decision::Keep(false));
                 }
                 Ok::<_, ()>(Decision::Write(

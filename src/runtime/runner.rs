@@ -15,7 +15,6 @@ use super::engine::{Engine, InnerService};
 use super::registry::LocalTask;
 use super::transition;
 use crate::jsonrpc::{JsonRpcError, JsonRpcRequest, JsonRpcResponse};
-use crate::protocol::TaskStatus;
 use crate::store::{BoxFuture, Era};
 
 /// A handler's future, boxed.
@@ -209,12 +208,7 @@ impl Engine {
         let rounds = *state_only;
         let settled = self
             .compare_and_set(id, Reader::Runner, |record| {
-                if record.status != TaskStatus::Working {
-                    return Ok(Decision::Keep(false));
-                }
-                if !self.holds(record, fence) {
-                    // Fenced off: another replica runs this task now.
-                    crate::metrics::lease_lost();
+                if !self.runs_here(record, fence) {
                     return Ok(Decision::Keep(false));
                 }
                 let (next, reinvoke) = transition::after_answer(

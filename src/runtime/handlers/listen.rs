@@ -75,14 +75,21 @@ impl Engine {
             json!({ "notifications": { "taskIds": order }, "_meta": meta }),
         )
         .await;
-        let closed = peer.closed();
+        let mut sub = Subscription {
+            engine: self,
+            peer,
+            meta,
+            owner,
+            watched,
+        };
+        let closed = sub.peer.closed();
         tokio::pin!(closed);
         let mut resync = self.resync_period().map(|period| {
             let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             tick
         });
-        while !watched.is_empty() {
+        while !sub.watched.is_empty() {
             let tick = async {
                 match resync.as_mut() {
                     Some(tick) => {
@@ -96,7 +103,7 @@ impl Engine {
                     Ok(r) => r,
                     // Too slow to see every write: catch up from the store.
                     Err(broadcast::error::RecvError::Lagged(_)) => {
-                        self.resync(&peer, &meta, &mut watched, owner.as_deref()).await?;
+                        sub.resync().await?;
                         continue;
                     }
                     Err(broadcast::error::RecvError::Closed) => break,
@@ -104,71 +111,67 @@ impl Engine {
                 change = changes.recv() => {
                     match change {
                         Ok(TaskChange::Updated { id, version, .. }) => {
-                            if watched.get(&id).is_some_and(|seen| seen.version < version) {
-                                self.refresh(&peer, &meta, &mut watched, owner.as_deref(), id).await?;
+                            if sub.watched.get(&id).is_some_and(|seen| seen.version < version) {
+                                sub.refresh(id).await?;
                             }
                         }
-                        Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {
-                            self.resync(&peer, &meta, &mut watched, owner.as_deref()).await?;
-                        }
+                        Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => sub.resync().await?,
                         Err(broadcast::error::RecvError::Closed) => break,
                     }
                     continue;
                 }
                 () = tick => {
-                    self.resync(&peer, &meta, &mut watched, owner.as_deref()).await?;
+                    sub.resync().await?;
                     continue;
                 }
                 () = &mut closed => break,
             };
-            self.push_change(&peer, &meta, &mut watched, &record).await;
+            sub.push_change(&record).await;
         }
         Ok(())
     }
+}
 
+/// One open subscription: where its notifications go, and what it last
+/// pushed of each task it still watches.
+struct Subscription<'a> {
+    engine: &'a Engine,
+    peer: Peer,
+    /// The `_meta` every notification carries (the subscription id).
+    meta: Value,
+    owner: Option<String>,
+    watched: HashMap<String, LastPushed>,
+}
+
+impl Subscription<'_> {
     /// Re-read every watched task and push what changed.
-    async fn resync(
-        &self,
-        peer: &Peer,
-        meta: &Value,
-        watched: &mut HashMap<String, LastPushed>,
-        owner: Option<&str>,
-    ) -> Result<(), JsonRpcError> {
-        let ids: Vec<String> = watched.keys().cloned().collect();
+    async fn resync(&mut self) -> Result<(), JsonRpcError> {
+        let ids: Vec<String> = self.watched.keys().cloned().collect();
         for task_id in ids {
-            self.refresh(peer, meta, watched, owner, task_id).await?;
+            self.refresh(task_id).await?;
         }
         Ok(())
     }
 
     /// Re-read one watched task and push it if it changed; stop watching it
     /// if it is gone.
-    async fn refresh(
-        &self,
-        peer: &Peer,
-        meta: &Value,
-        watched: &mut HashMap<String, LastPushed>,
-        owner: Option<&str>,
-        task_id: String,
-    ) -> Result<(), JsonRpcError> {
-        match self.lookup(&task_id, owner, Era::Modern).await? {
-            Some(r) => self.push_change(peer, meta, watched, &r).await,
+    async fn refresh(&mut self, task_id: String) -> Result<(), JsonRpcError> {
+        let found = self
+            .engine
+            .lookup(&task_id, self.owner.as_deref(), Era::Modern)
+            .await?;
+        match found {
+            Some(r) => self.push_change(&r).await,
             None => {
-                watched.remove(&task_id);
+                self.watched.remove(&task_id);
             }
         }
         Ok(())
     }
 
     /// Notify one watched task's change, once per version.
-    async fn push_change(
-        &self,
-        peer: &Peer,
-        meta: &Value,
-        watched: &mut HashMap<String, LastPushed>,
-        r: &TaskRecord,
-    ) {
-        let Some(seen) = watched.get_mut(&r.id) else {
+    async fn push_change(&mut self, r: &TaskRecord) {
+        let Some(seen) = self.watched.get_mut(&r.id) else {
             return;
         };
         if r.version <= seen.version {
@@ -183,11 +186,11 @@ impl Engine {
             return;
         }
         if r.status.is_terminal() {
-            watched.remove(&r.id);
+            self.watched.remove(&r.id);
         }
         let mut params = wire::modern::detailed_value(r, None);
-        params["_meta"] = meta.clone();
-        peer.notify("notifications/tasks".into(), params).await;
+        params["_meta"] = self.meta.clone();
+        self.peer.notify("notifications/tasks".into(), params).await;
     }
 }
 
