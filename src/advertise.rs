@@ -2,6 +2,8 @@
 //! `initialize` and `server/discover`, each tool's `taskSupport` in a
 //! 2025-11-25 `tools/list`.
 
+use std::sync::Arc;
+
 use serde_json::{Map, Value};
 
 use crate::config::{TaskPolicy, ToolPolicies};
@@ -15,7 +17,7 @@ pub(crate) enum Edit {
     /// 2025-11-25 `initialize`: advertise `capabilities.tasks`.
     Initialize,
     /// 2025-11-25 `tools/list`: each tool's `execution.taskSupport`.
-    ToolsList(ToolPolicies),
+    ToolsList(Arc<ToolPolicies>),
 }
 
 fn object<'a>(map: &'a mut Map<String, Value>, key: &str) -> &'a mut Map<String, Value> {

@@ -60,10 +60,9 @@ pub(crate) fn default_owner(req: &JsonRpcRequest) -> Option<String> {
 }
 
 /// Each tool's [`TaskPolicy`], and the one for tools without their own.
-/// Cloning shares the map.
 #[derive(Clone, Debug)]
 pub(crate) struct ToolPolicies {
-    pub(crate) by_tool: Arc<HashMap<String, TaskPolicy>>,
+    pub(crate) by_tool: HashMap<String, TaskPolicy>,
     pub(crate) default: TaskPolicy,
 }
 
@@ -76,7 +75,8 @@ impl ToolPolicies {
 /// Everything the builder sets.
 #[derive(Clone)]
 pub(crate) struct Config {
-    pub(crate) policies: ToolPolicies,
+    /// Shared: a passed-through `tools/list` keeps a pointer, not a copy.
+    pub(crate) policies: Arc<ToolPolicies>,
     pub(crate) default_ttl: Option<Duration>,
     pub(crate) max_ttl: Option<Duration>,
     pub(crate) poll_interval: Duration,
@@ -93,10 +93,10 @@ pub(crate) struct Config {
 impl Default for Config {
     fn default() -> Self {
         Config {
-            policies: ToolPolicies {
-                by_tool: Arc::default(),
+            policies: Arc::new(ToolPolicies {
+                by_tool: HashMap::new(),
                 default: TaskPolicy::Sync,
-            },
+            }),
             default_ttl: Some(Duration::from_secs(3600)),
             max_ttl: Some(Duration::from_secs(86_400)),
             poll_interval: Duration::from_secs(1),

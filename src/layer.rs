@@ -79,7 +79,7 @@ impl TaskLayer {
     pub fn with_tool_policy(self, tool: impl Into<String>, policy: TaskPolicy) -> Self {
         let tool = tool.into();
         self.map_config(|c| {
-            Arc::make_mut(&mut c.policies.by_tool).insert(tool, policy);
+            Arc::make_mut(&mut c.policies).by_tool.insert(tool, policy);
         })
     }
 
@@ -91,12 +91,12 @@ impl TaskLayer {
     {
         let add: HashMap<String, TaskPolicy> =
             policies.into_iter().map(|(k, v)| (k.into(), v)).collect();
-        self.map_config(|c| Arc::make_mut(&mut c.policies.by_tool).extend(add))
+        self.map_config(|c| Arc::make_mut(&mut c.policies).by_tool.extend(add))
     }
 
     /// The policy for tools without one of their own (default `Sync`).
     pub fn with_default_policy(self, policy: TaskPolicy) -> Self {
-        self.map_config(|c| c.policies.default = policy)
+        self.map_config(|c| Arc::make_mut(&mut c.policies).default = policy)
     }
 
     /// The TTL of new tasks; `None` is unlimited (default one hour). It is
