@@ -11,7 +11,9 @@ use sqlx::pool::PoolConnectionMetadata;
 use sqlx::postgres::{PgConnection, PgListener, PgPoolOptions, PgQueryResult};
 use sqlx::{Connection, Postgres};
 
-use super::{Dialect, Engine, SqlCore, SqlOptions};
+use super::core::SqlCore;
+use super::dialect::{Dialect, Engine};
+use super::options::SqlOptions;
 use crate::store::{BoxFuture, Error, Result, TaskChange};
 use crate::TaskStatus;
 

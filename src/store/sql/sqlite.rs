@@ -11,7 +11,9 @@ use sqlx::sqlite::{
 };
 use sqlx::Sqlite;
 
-use super::{Dialect, Engine, SqlCore, SqlOptions};
+use super::core::SqlCore;
+use super::dialect::{Dialect, Engine};
+use super::options::SqlOptions;
 use crate::store::{Error, Result};
 
 /// How long a statement waits for another connection's (or process's) write
