@@ -45,11 +45,12 @@ use crate::jsonrpc::{JsonRpcError, JsonText};
 use crate::protocol::{InputRequest, InputResponses, TaskStatus};
 
 pub mod conformance;
+mod connect;
 mod memory;
 pub mod sql;
 
+pub use connect::connect;
 pub use memory::MemoryStore;
-pub use sql::connect;
 #[cfg(feature = "postgres")]
 #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
 pub use sql::PostgresStore;
