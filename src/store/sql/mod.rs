@@ -1,44 +1,14 @@
-//! SQL stores: [`SqliteStore`] and [`PostgresStore`], one implementation of
-//! the store primitives over two engines, through [sqlx].
+//! The SQL stores' one implementation over two engines.
 //!
-//! Each task is one row: the columns the store filters and orders on (`id`,
-//! `owner`, `era`, `status`, `created_at_ms`, `updated_at_ms`,
-//! `expires_at_ms`, `version`) and the whole [`TaskRecord`] as JSON in
-//! `record`, which is what the store hands back.
-//!
-//! - Every write is one statement. `create` is
-//!   `INSERT … ON CONFLICT DO NOTHING`; `replace` is
-//!   `UPDATE … WHERE id = $1 AND version = $2`, and only when that changes
-//!   no row does a second query tell [`Error::NotFound`] from
-//!   [`Error::Conflict`].
-//! - `get` and `list` hide rows whose `expires_at_ms` has passed.
-//!   `delete_expired` deletes at most `limit` of them, oldest expiry first,
-//!   through a partial index on `expires_at_ms`. On PostgreSQL the batch is
-//!   picked `FOR UPDATE SKIP LOCKED`, so every replica can reap at once and
-//!   each expired id is reported by exactly one of them.
-//! - `list` walks an index on `(owner, created_at_ms, id)` backwards from
-//!   the `(created_at_ms, id)` position.
-//! - `connect` creates the schema, and later migrates it, unless told not
-//!   to ([`SqlOptions::with_migrations`]). Migrations are numbered and
-//!   recorded in `<table>_migrations`; they run in one transaction under
-//!   `BEGIN IMMEDIATE` (SQLite) or a transaction-scoped advisory lock
-//!   (PostgreSQL), so replicas that start together migrate once.
-//!
-//! Times are the `now_ms` the layer passes in, never the database's clock.
-//!
-//! [sqlx]: https://docs.rs/sqlx
-//! [`TaskRecord`]: super::TaskRecord
-//! [`Error::NotFound`]: super::Error::NotFound
-//! [`Error::Conflict`]: super::Error::Conflict
-// Without both features some of the links above have nothing to point at.
-#![cfg_attr(
-    not(all(feature = "sqlite", feature = "postgres")),
-    allow(rustdoc::broken_intra_doc_links)
-)]
+//! What a user reads about them is `README.md` here, shown as the "SQL
+//! stores" section of the `store` docs. The files: `options.rs`
+//! ([`SqlOptions`]), `dialect.rs` (what each engine supplies), `statements.rs`
+//! (the SQL of one table), `row.rs` (a record as a row and back), `core.rs`
+//! (the store primitives over an engine's pools), `sqlite.rs` and
+//! `postgres.rs` (each engine's dialect, connection and store type).
 
 /// `migrate`, `table` and `TaskStore` for a store type whose `core` field is
 /// an `Arc<SqlCore<_>>`.
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
 macro_rules! sql_task_store {
     ($store:ty) => {
         impl $store {
@@ -124,28 +94,18 @@ macro_rules! sql_task_store {
     };
 }
 
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod core;
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod dialect;
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod options;
 #[cfg(feature = "postgres")]
 mod postgres;
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod row;
 #[cfg(feature = "sqlite")]
 mod sqlite;
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod statements;
 
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-#[cfg_attr(docsrs, doc(cfg(any(feature = "sqlite", feature = "postgres"))))]
 pub use options::{InvalidTableName, SqlOptions, DEFAULT_TABLE};
-
 #[cfg(feature = "postgres")]
-#[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
 pub use postgres::PostgresStore;
 #[cfg(feature = "sqlite")]
-#[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
 pub use sqlite::SqliteStore;

@@ -11,8 +11,16 @@ pub const DEFAULT_TABLE: &str = "mcp_tasks";
 /// bytes, and the store derives `<table>_migrations` and index names.
 const MAX_TABLE_LEN: usize = 48;
 
-/// Options of [`SqliteStore`](super::SqliteStore) and
-/// [`PostgresStore`](super::PostgresStore).
+/// Options of [`SqliteStore`] and [`PostgresStore`].
+///
+// A store whose feature is off links to the crate's feature table.
+#[cfg_attr(feature = "sqlite", doc = "[`SqliteStore`]: super::SqliteStore")]
+#[cfg_attr(not(feature = "sqlite"), doc = "[`SqliteStore`]: crate#feature-flags")]
+#[cfg_attr(feature = "postgres", doc = "[`PostgresStore`]: super::PostgresStore")]
+#[cfg_attr(
+    not(feature = "postgres"),
+    doc = "[`PostgresStore`]: crate#feature-flags"
+)]
 #[derive(Clone, Debug)]
 pub struct SqlOptions {
     pub(crate) table: String,

@@ -129,7 +129,8 @@ impl Engine for Postgres {
 /// ["tls-rustls"] }` in its own `Cargo.toml`) and asks for it in the URL
 /// (`sslmode=require`).
 ///
-/// See the [module docs](super) for the schema and the statements.
+/// See [SQL stores](crate::store#sql-stores) for the schema and the
+/// statements.
 ///
 /// ```no_run
 /// use mcp_task_layer::store::{PostgresStore, SqlOptions};
