@@ -70,6 +70,8 @@ pub(super) enum SlotCopy {
 }
 
 impl SlotCopy {
+    // Inlined into `MemoryStore::get_now` (see `Done::record`).
+    #[inline]
     pub(super) fn into_record(self, id: &str) -> Arc<TaskRecord> {
         match self {
             SlotCopy::Full(r) => r,
