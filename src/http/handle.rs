@@ -3,7 +3,8 @@
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
-use axum::http::StatusCode;
+use axum::http::request::Parts;
+use axum::http::{Extensions, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::BoxError;
 use serde_json::Value;
@@ -17,9 +18,11 @@ use super::headers::{check_headers, protocol_version};
 use super::peer::{accept_answer, is_response, PendingRequests, StreamPeer, OUTGOING_CAPACITY};
 use super::response::{outcome_response, respond, respond_without_id, service_failed};
 use super::sse::{accepts_event_stream, serve_with_peer};
-use super::IdentityFn;
 use crate::jsonrpc::{JsonRpcError, JsonRpcRequest, JsonRpcResponse, RequestId};
 use crate::peer::Peer;
+
+/// The hook of [`McpEndpoint::with_identity`](super::McpEndpoint::with_identity).
+pub(super) type IdentityFn = Arc<dyn Fn(&Parts, &mut Extensions) + Send + Sync>;
 
 /// What every request of one endpoint shares: the router's state.
 pub(super) struct EndpointState<S> {

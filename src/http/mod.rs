@@ -27,12 +27,10 @@ use crate::jsonrpc::{JsonRpcRequest, JsonRpcResponse};
 #[cfg(doc)]
 use crate::peer::{ClientPeer, Peer};
 
-use self::handle::{handle, EndpointState};
+use self::handle::{handle, EndpointState, IdentityFn};
 
 /// The default request body limit of [`McpEndpoint`]: 4 MiB.
 pub const DEFAULT_BODY_LIMIT: usize = 4 * 1024 * 1024;
-
-type IdentityFn = Arc<dyn Fn(&Parts, &mut Extensions) + Send + Sync>;
 
 /// Serves a JSON-RPC service over Streamable HTTP.
 ///
