@@ -9,9 +9,10 @@
 //! Then, in a fresh process, it does the same with records put straight
 //! into a `MemoryStore`.
 //!
-//! `cargo bench --bench memory` runs it with 1M tasks; with `-- --quick`,
-//! 200k (read the bytes per task); under `cargo test` (no `--bench`
-//! argument) 10k, as a smoke test. `TASKS=N` overrides the count.
+//! `cargo bench -p mcp-task-layer-benches --bench memory` runs it with 1M
+//! tasks; with `-- --quick`, 200k (read the bytes per task); under
+//! `cargo test -p mcp-task-layer-benches --benches` (no `--bench` argument)
+//! 10k, as a smoke test. `TASKS=N` overrides the count.
 
 use std::time::Instant;
 

@@ -5,7 +5,7 @@
 //! is set (`.ci/postgres.sh` starts a local cluster).
 //!
 //! ```sh
-//! cargo bench --features sqlite,postgres --bench stores
+//! cargo bench -p mcp-task-layer-benches --features sqlite,postgres --bench stores
 //! ```
 //!
 //! `get` reads random ids among 10,000 records created beforehand. The

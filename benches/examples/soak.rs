@@ -4,8 +4,8 @@
 //! reaped the process's resident memory is compared with its start.
 //!
 //! ```sh
-//! cargo run --release --example soak        # 10 000 clients, 60 s, twice
-//! cargo run --release --example soak -- --seconds 20 --tasks 10000 --ttl-secs 30 --cycles 2
+//! cargo run --release -p mcp-task-layer-benches --example soak        # 10 000 clients, 60 s, twice
+//! cargo run --release -p mcp-task-layer-benches --example soak -- --seconds 20 --tasks 10000 --ttl-secs 30 --cycles 2
 //! ```
 //!
 //! `--tasks N` clients run at once, each one task at a time, script after
@@ -32,10 +32,10 @@
 //! its TTL, a cancelled handler kept running, or resident memory did not
 //! come back near its start.
 //!
-//! The soak allocates through jemalloc (`tikv-jemallocator`, a
-//! dev-dependency; not on MSVC) with its background thread, which hands
-//! pages that stay free for a while (`dirty_decay_ms`, 10 s by default)
-//! back to the OS. With glibc's malloc the freed task records stay
+//! The soak allocates through jemalloc (`tikv-jemallocator`, a dependency
+//! of the bench crate, not of mcp-task-layer; not on MSVC) with its
+//! background thread, which hands pages that stay free for a while
+//! (`dirty_decay_ms`, 10 s by default) back to the OS. With glibc's malloc the freed task records stay
 //! resident: on the development machine RSS stayed at its 162 MiB peak
 //! after every record had expired (it was reused by the next cycle, not
 //! leaked), and `MALLOC_ARENA_MAX` / `MALLOC_TRIM_THRESHOLD_` did not

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Each feature of mcp-task-layer builds and passes clippy on its own: the
+# library and the examples with no feature, then with each feature of
+# Cargo.toml's [features] alone (read from `cargo metadata`, so a new
+# feature is checked without editing this file).
+#
+#   bash .ci/features.sh          # what .ci/run does
+#
+# Examples whose required-features are not on are left out by cargo; each
+# one is built in the run of its own feature (the script prints which
+# examples each run built, and fails if one was never built). No feature
+# is skipped: the list printed first is the list checked.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+meta=$(cargo metadata --format-version 1 --no-deps)
+mapfile -t features < <(python3 -c '
+import json, sys
+m = json.load(sys.stdin)
+p = next(p for p in m["packages"] if p["name"] == "mcp-task-layer")
+for f in sorted(p["features"]):
+    if f != "default":
+        print(f)
+' <<<"$meta")
+mapfile -t examples < <(python3 -c '
+import json, sys
+m = json.load(sys.stdin)
+p = next(p for p in m["packages"] if p["name"] == "mcp-task-layer")
+for t in p["targets"]:
+    if "example" in t["kind"]:
+        print(t["name"])
+' <<<"$meta")
+(( ${#features[@]} > 0 )) || { echo "features.sh: no feature found in Cargo.toml" >&2; exit 1; }
+echo "features: ${features[*]} (and none)"
+
+declare -A built=()
+check() { # label, cargo arguments...
+    local label="$1" start out names
+    shift
+    start=$SECONDS
+    out=$(mktemp)
+    if ! cargo clippy --no-default-features "$@" --lib --examples \
+        --message-format=json-render-diagnostics -- -D warnings >"$out"; then
+        rm -f "$out"
+        echo "features.sh: clippy failed with $label" >&2
+        exit 1
+    fi
+    names=$(python3 -c '
+import json, sys
+names = set()
+for line in open(sys.argv[1]):
+    try:
+        m = json.loads(line)
+    except ValueError:
+        continue
+    t = m.get("target") or {}
+    if m.get("reason") == "compiler-artifact" and "example" in t.get("kind", []) \
+            and m.get("package_id", "").find("mcp-task-layer-benches") < 0:
+        names.add(t["name"])
+print(" ".join(sorted(names)))
+' "$out")
+    rm -f "$out"
+    for n in $names; do built[$n]=1; done
+    echo "  $label: clean in $((SECONDS - start)) s; examples: ${names:-none}"
+}
+
+check "no feature"
+for f in "${features[@]}"; do
+    check "--features $f" --features "$f"
+done
+
+missing=()
+for e in "${examples[@]}"; do
+    [[ -n "${built[$e]:-}" ]] || missing+=("$e")
+done
+if (( ${#missing[@]} > 0 )); then
+    echo "features.sh: examples built by no single-feature run: ${missing[*]}" >&2
+    echo "  (an example needing two features needs a run of its own here)" >&2
+    exit 1
+fi
+echo "features: $(( ${#features[@]} + 1 )) builds clean, every example built (${examples[*]})"
