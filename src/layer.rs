@@ -106,7 +106,9 @@ impl TaskLayer {
     }
 
     /// The longest TTL any task gets, whatever a 2025-11-25 client asks
-    /// for; `None` allows unlimited tasks (default one day).
+    /// for; `None` allows unlimited tasks (default one day). No task gets
+    /// less than one second, however little a client asks for: the
+    /// answers show the TTL a task really has.
     pub fn with_max_ttl(self, ttl: Option<Duration>) -> Self {
         self.map_config(|c| c.max_ttl = ttl)
     }
@@ -150,6 +152,20 @@ impl TaskLayer {
     /// What to do with tasks whose runner died (default [`Recovery::Fail`]).
     pub fn with_recovery(self, recovery: Recovery) -> Self {
         self.map_config(|c| c.recovery = recovery)
+    }
+
+    /// The protocol versions a 2026-07-28-style request may name in its
+    /// `_meta` (default `["2026-07-28"]`). Any other gets `-32022`
+    /// (HTTP 400) with the supported list, on every method the layer
+    /// serves, before a task exists. 2025-11-25 requests carry no
+    /// per-request version; their version is the session's.
+    pub fn with_supported_versions<I, V>(self, versions: I) -> Self
+    where
+        I: IntoIterator<Item = V>,
+        V: Into<String>,
+    {
+        let versions: Arc<[String]> = versions.into_iter().map(Into::into).collect();
+        self.map_config(|c| c.supported_versions = versions)
     }
 
     /// How often expired tasks are reaped (default every second).

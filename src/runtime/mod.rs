@@ -12,6 +12,7 @@
 
 mod answer;
 mod cas;
+mod detach;
 mod engine;
 mod errors;
 pub(crate) mod handlers;

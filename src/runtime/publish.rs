@@ -49,13 +49,15 @@ impl Engine {
     /// cancel stops this process's handler of the task now (the heartbeat
     /// would, a period later); subscribers and waiters re-read.
     pub(super) fn on_change(&self, change: TaskChange) {
-        if let TaskChange::Updated {
-            id,
-            status: TaskStatus::Cancelled,
-            ..
-        } = &change
-        {
-            self.registry.cancel_remotely_cancelled(id);
+        if let TaskChange::Updated { id, status, .. } = &change {
+            if *status == TaskStatus::Cancelled {
+                self.registry.cancel_remotely_cancelled(id);
+            }
+            if status.is_terminal() {
+                // Ended here or elsewhere: nothing of it runs or counts
+                // here any more.
+                self.registry.forget_ended(id);
+            }
         }
         if self.hub.changes.receiver_count() > 0 {
             let _ = self.hub.changes.send(change);

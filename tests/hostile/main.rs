@@ -16,6 +16,7 @@ mod common;
 
 mod cases;
 mod client;
+mod defects;
 mod world;
 
 use common::wire::{send, Chunked};

@@ -24,7 +24,7 @@ pub(crate) struct Server {
     events: broadcast::Receiver<TaskEvent>,
 }
 
-async fn start() -> Server {
+pub(crate) async fn start() -> Server {
     let seen = Arc::new(common::Seen::default());
     let layer = common::layer();
     let events = layer.subscribe();

@@ -12,6 +12,7 @@ use super::{respond, task_id_param, Reply};
 use crate::jsonrpc::{code, JsonRpcError, JsonRpcRequest, JsonRpcResponse};
 use crate::peer::Peer;
 use crate::protocol::{TaskStatus, META_RELATED_TASK};
+use crate::runtime::detach::run_to_completion;
 use crate::runtime::engine::{Engine, InnerService};
 use crate::runtime::errors::task_not_found;
 use crate::runtime::wire;
@@ -162,8 +163,16 @@ impl Engine {
             let mut answers = Map::new();
             answers.insert(key.clone(), answer);
             self.cfg.limits.check_answers(&answers)?;
-            self.accept_answers(svc.clone(), &record.id, owner, Era::Legacy, &answers)
-                .await?;
+            // Run to completion: once the answer is written, the handler
+            // must resume even if the waiting client has gone.
+            let engine = Arc::clone(self);
+            let (svc, id, owner) = (svc.clone(), record.id.clone(), owner.map(str::to_owned));
+            run_to_completion(Box::pin(async move {
+                engine
+                    .accept_answers(svc, &id, owner.as_deref(), Era::Legacy, &answers)
+                    .await
+            }))
+            .await?;
         }
         Ok(())
     }
