@@ -10,14 +10,15 @@ use serde_json::{json, Map, Value};
 use tower::ServiceExt;
 use tower_service::Service;
 
+use super::input::{HandlerPeer, InputHandler};
 use super::{resolve_poll_interval, TaskPollDecision, DEFAULT_POLL_INTERVAL, MIN_POLL_INTERVAL};
 use crate::jsonrpc::{JsonRpcError, JsonRpcRequest, JsonRpcResponse};
-use crate::peer::{ClientPeer, Peer};
+use crate::peer::Peer;
 use crate::protocol::{
     DetailedTask, InputRequest, Task, TaskStatus, META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION,
     PROTOCOL_2026_07_28, TASKS_EXTENSION,
 };
-use crate::store::{BoxError, BoxFuture};
+use crate::store::BoxError;
 
 /// Which protocol era the client speaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -71,24 +72,6 @@ impl std::error::Error for ClientError {
             ClientError::Service(e) => Some(&**e),
             _ => None,
         }
-    }
-}
-
-/// Answers the server's input requests (elicitation, sampling, roots):
-/// given one request, the result object to send back (an `ElicitResult`,
-/// a `CreateMessageResult`, a `ListRootsResult`), or an error.
-pub trait InputHandler: Send + Sync + 'static {
-    /// Answer one request.
-    fn answer(&self, request: InputRequest) -> BoxFuture<'static, Result<Value, JsonRpcError>>;
-}
-
-impl<F, Fut> InputHandler for F
-where
-    F: Fn(InputRequest) -> Fut + Send + Sync + 'static,
-    Fut: std::future::Future<Output = Result<Value, JsonRpcError>> + Send + 'static,
-{
-    fn answer(&self, request: InputRequest) -> BoxFuture<'static, Result<Value, JsonRpcError>> {
-        Box::pin(self(request))
     }
 }
 
@@ -160,28 +143,6 @@ impl<S> fmt::Debug for TaskClient<S> {
             .field("poll_override", &self.poll_override)
             .field("poll_floor", &self.poll_floor)
             .finish_non_exhaustive()
-    }
-}
-
-/// The input handler as a [`ClientPeer`], for the 2025-11-25 `tasks/result`
-/// stream.
-struct HandlerPeer(Arc<dyn InputHandler>);
-
-impl ClientPeer for HandlerPeer {
-    fn request(
-        &self,
-        method: String,
-        params: Value,
-    ) -> BoxFuture<'static, Result<Value, JsonRpcError>> {
-        let params = match params {
-            Value::Object(m) => Some(m),
-            _ => None,
-        };
-        self.0.answer(InputRequest { method, params })
-    }
-
-    fn notify(&self, _method: String, _params: Value) -> BoxFuture<'static, ()> {
-        Box::pin(async {})
     }
 }
 

@@ -47,8 +47,10 @@ mod caller;
 #[cfg(feature = "http-client")]
 #[cfg_attr(docsrs, doc(cfg(feature = "http-client")))]
 mod http;
+mod input;
 
-pub use caller::{ClientEra, ClientError, InputHandler, Started, TaskClient};
+pub use caller::{ClientEra, ClientError, Started, TaskClient};
 #[cfg(feature = "http-client")]
 #[cfg_attr(docsrs, doc(cfg(feature = "http-client")))]
 pub use http::HttpTransport;
+pub use input::InputHandler;

@@ -31,6 +31,22 @@
 //! hold, and must be read back with `serde_json`'s deserializer (as
 //! `serde_json::from_str` does). Run [`conformance::run`] against your
 //! store in a test.
+#![cfg_attr(
+    any(feature = "sqlite", feature = "postgres"),
+    doc = include_str!("sql/README.md")
+)]
+// The README links both SQL stores; one whose feature is off links to the
+// crate's feature table instead.
+#![cfg_attr(feature = "sqlite", doc = "[`SqliteStore`]: SqliteStore")]
+#![cfg_attr(
+    all(feature = "postgres", not(feature = "sqlite")),
+    doc = "[`SqliteStore`]: crate#feature-flags"
+)]
+#![cfg_attr(feature = "postgres", doc = "[`PostgresStore`]: PostgresStore")]
+#![cfg_attr(
+    all(feature = "sqlite", not(feature = "postgres")),
+    doc = "[`PostgresStore`]: crate#feature-flags"
+)]
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -46,11 +62,13 @@ use crate::jsonrpc::JsonRpcError;
 use crate::protocol::{InputRequest, InputResponses, TaskStatus};
 
 pub mod conformance;
+mod connect;
 mod memory;
-pub mod sql;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod sql;
 
+pub use connect::connect;
 pub use memory::MemoryStore;
-pub use sql::connect;
 #[cfg(feature = "postgres")]
 #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
 pub use sql::PostgresStore;
@@ -59,7 +77,7 @@ pub use sql::PostgresStore;
 pub use sql::SqliteStore;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 #[cfg_attr(docsrs, doc(cfg(any(feature = "sqlite", feature = "postgres"))))]
-pub use sql::{InvalidTableName, SqlOptions};
+pub use sql::{InvalidTableName, SqlOptions, DEFAULT_TABLE};
 
 /// A change a store reports through [`TaskStore::changes`].
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -11,9 +11,11 @@ use sqlx::pool::PoolConnectionMetadata;
 use sqlx::postgres::{PgConnection, PgListener, PgPoolOptions, PgQueryResult};
 use sqlx::{Connection, Postgres};
 
-use super::{Dialect, Engine, SqlCore, SqlOptions};
+use super::core::SqlCore;
+use super::dialect::{Dialect, Engine};
+use super::options::SqlOptions;
+use crate::protocol::TaskStatus;
 use crate::store::{BoxFuture, Error, Result, TaskChange};
-use crate::TaskStatus;
 
 /// Default pool size.
 const CONNECTIONS: u32 = 10;
@@ -127,7 +129,8 @@ impl Engine for Postgres {
 /// ["tls-rustls"] }` in its own `Cargo.toml`) and asks for it in the URL
 /// (`sslmode=require`).
 ///
-/// See the [module docs](super) for the schema and the statements.
+/// See [SQL stores](crate::store#sql-stores) for the schema and the
+/// statements.
 ///
 /// ```no_run
 /// use mcp_task_layer::store::{PostgresStore, SqlOptions};

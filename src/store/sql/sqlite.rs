@@ -11,7 +11,9 @@ use sqlx::sqlite::{
 };
 use sqlx::Sqlite;
 
-use super::{Dialect, Engine, SqlCore, SqlOptions};
+use super::core::SqlCore;
+use super::dialect::{Dialect, Engine};
+use super::options::SqlOptions;
 use crate::store::{Error, Result};
 
 /// How long a statement waits for another connection's (or process's) write
@@ -78,13 +80,14 @@ impl Engine for Sqlite {
 /// in this process queue instead of contending for SQLite's lock; reads use
 /// a pool of their own (4 connections unless
 /// [`SqlOptions::with_max_connections`] says otherwise). Never put the file
-/// on a network file system, and use [`PostgresStore`](super::PostgresStore)
-/// for replicas on several machines.
+/// on a network file system, and use [`PostgresStore`] for replicas on
+/// several machines.
 ///
 /// `sqlite::memory:` opens a private in-memory database on one connection,
 /// kept open as long as the store lives: for tests.
 ///
-/// See the [module docs](super) for the schema and the statements.
+/// See [SQL stores](crate::store#sql-stores) for the schema and the
+/// statements.
 ///
 /// ```no_run
 /// use mcp_task_layer::store::{SqlOptions, SqliteStore};
@@ -102,6 +105,13 @@ impl Engine for Sqlite {
 /// # Ok(())
 /// # }
 /// ```
+///
+// Without the `postgres` feature, the link goes to the crate's feature table.
+#[cfg_attr(feature = "postgres", doc = "[`PostgresStore`]: super::PostgresStore")]
+#[cfg_attr(
+    not(feature = "postgres"),
+    doc = "[`PostgresStore`]: crate#feature-flags"
+)]
 #[derive(Clone)]
 pub struct SqliteStore {
     core: Arc<SqlCore<Sqlite>>,

@@ -1,0 +1,151 @@
+//! One `POST`: read, validate, call the service, answer.
+
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::http::request::Parts;
+use axum::http::{Extensions, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::BoxError;
+use serde_json::Value;
+use tokio::sync::mpsc;
+use tower::ServiceExt;
+use tower_service::Service;
+use tracing::{debug, warn};
+
+use super::body::{read_body, BodyError};
+use super::headers::{check_headers, protocol_version};
+use super::peer::{accept_answer, is_response, PendingRequests, StreamPeer, OUTGOING_CAPACITY};
+use super::response::{outcome_response, respond, respond_without_id, service_failed};
+use super::sse::{accepts_event_stream, serve_with_peer};
+use crate::jsonrpc::{JsonRpcError, JsonRpcRequest, JsonRpcResponse, RequestId};
+use crate::peer::Peer;
+
+/// The hook of [`McpEndpoint::with_identity`](super::McpEndpoint::with_identity).
+pub(super) type IdentityFn = Arc<dyn Fn(&Parts, &mut Extensions) + Send + Sync>;
+
+/// What every request of one endpoint shares: the router's state.
+pub(super) struct EndpointState<S> {
+    pub(super) service: S,
+    pub(super) identity: Option<IdentityFn>,
+    pub(super) body_limit: usize,
+    /// Server→client requests of every response stream, by id.
+    pub(super) pending: Arc<PendingRequests>,
+}
+
+/// The route's handler: every `POST` to the endpoint's path.
+pub(super) async fn handle<S>(
+    State(state): State<Arc<EndpointState<S>>>,
+    request: Request,
+) -> Response
+where
+    S: Service<JsonRpcRequest, Response = JsonRpcResponse> + Clone + Send + Sync + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<BoxError>,
+{
+    let (parts, body) = request.into_parts();
+    let bytes = match read_body(&parts.headers, body, state.body_limit).await {
+        Ok(bytes) => bytes,
+        Err(BodyError::TooLarge) => {
+            let error = JsonRpcError::invalid_request(format!(
+                "the request body exceeds the limit of {} bytes",
+                state.body_limit
+            ));
+            return respond(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                &JsonRpcResponse::error(None, error),
+            );
+        }
+        Err(BodyError::Unreadable) => {
+            let error = JsonRpcError::invalid_request("the request body could not be read");
+            return respond(
+                StatusCode::BAD_REQUEST,
+                &JsonRpcResponse::error(None, error),
+            );
+        }
+    };
+    let value: Value = match serde_json::from_slice(&bytes) {
+        Ok(value) => value,
+        Err(e) => {
+            let error = JsonRpcError::parse_error(e);
+            return respond(
+                StatusCode::BAD_REQUEST,
+                &JsonRpcResponse::error(None, error),
+            );
+        }
+    };
+    if is_response(&value) {
+        return accept_answer(&state.pending, value);
+    }
+    let readable_id = readable_id(&value);
+    let mut request = match JsonRpcRequest::from_value(value) {
+        Ok(request) => request,
+        Err(error) => {
+            return respond(
+                StatusCode::BAD_REQUEST,
+                &JsonRpcResponse::error(readable_id, error),
+            )
+        }
+    };
+    let modern = protocol_version(&request).is_some();
+    if let Err(error) = check_headers(&parts.headers, &request) {
+        debug!(method = %request.method, %error, "rejected a request whose headers disagree with its body");
+        return match request.id {
+            Some(id) => respond(
+                StatusCode::BAD_REQUEST,
+                &JsonRpcResponse::error(Some(id), error),
+            ),
+            None => respond_without_id(StatusCode::BAD_REQUEST, error),
+        };
+    }
+    if let Some(identify) = &state.identity {
+        identify(&parts, &mut request.extensions);
+    }
+    let Some(id) = request.id.clone() else {
+        return match state.service.clone().oneshot(request).await {
+            Ok(_) => StatusCode::ACCEPTED.into_response(),
+            Err(e) => {
+                let e: BoxError = e.into();
+                warn!(error = %e, "the MCP service failed on a notification");
+                respond_without_id(StatusCode::INTERNAL_SERVER_ERROR, service_failed())
+            }
+        };
+    };
+    if !accepts_event_stream(&parts.headers) {
+        let outcome = state.service.clone().oneshot(request).await;
+        let (status, response) = outcome_response(id, outcome, modern);
+        return respond(status, &response);
+    }
+    let (outgoing, messages) = mpsc::channel(OUTGOING_CAPACITY);
+    request.extensions.insert(Peer::new(StreamPeer {
+        outgoing,
+        pending: Arc::clone(&state.pending),
+    }));
+    let call = state.service.clone().oneshot(request);
+    serve_with_peer(call, messages, id, modern).await
+}
+
+/// The `id` of a message that is not a valid request, if it is usable.
+fn readable_id(value: &Value) -> Option<RequestId> {
+    match value.get("id")? {
+        Value::String(s) => Some(RequestId::String(s.clone())),
+        Value::Number(n) => n.as_i64().map(RequestId::Number),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn only_usable_ids_are_read() {
+        assert_eq!(readable_id(&json!({"id": 7})), Some(RequestId::Number(7)));
+        assert_eq!(readable_id(&json!({"id": "x"})), Some(RequestId::from("x")));
+        assert_eq!(readable_id(&json!({"id": 1.5})), None);
+        assert_eq!(readable_id(&json!({"id": null})), None);
+        assert_eq!(readable_id(&json!([{"id": 1}])), None);
+    }
+}

@@ -1,0 +1,151 @@
+//! The 2026-07-28 headers a request must carry, checked against its body.
+
+use std::borrow::Cow;
+
+use axum::http::{HeaderMap, HeaderName};
+
+use crate::jsonrpc::{code, JsonRpcError, JsonRpcRequest};
+use crate::protocol::META_PROTOCOL_VERSION;
+
+static MCP_PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
+static MCP_METHOD: HeaderName = HeaderName::from_static("mcp-method");
+static MCP_NAME: HeaderName = HeaderName::from_static("mcp-name");
+
+pub(super) fn protocol_version(request: &JsonRpcRequest) -> Option<&str> {
+    request.meta()?.get(META_PROTOCOL_VERSION)?.as_str()
+}
+
+/// The body value `Mcp-Name` must mirror, for the methods that have one.
+fn routed_name(request: &JsonRpcRequest) -> Option<&str> {
+    let key = match request.method.as_str() {
+        "tools/call" | "prompts/get" => "name",
+        "resources/read" => "uri",
+        "tasks/get" | "tasks/update" | "tasks/cancel" => "taskId",
+        _ => return None,
+    };
+    request.params_object()?.get(key)?.as_str()
+}
+
+fn mismatch(detail: &str) -> JsonRpcError {
+    JsonRpcError::new(code::HEADER_MISMATCH, format!("Header mismatch: {detail}"))
+}
+
+/// The one value of header `name`, trimmed.
+fn single_header<'h>(
+    headers: &'h HeaderMap,
+    name: &HeaderName,
+    display: &str,
+) -> Result<&'h str, JsonRpcError> {
+    let mut values = headers.get_all(name).iter();
+    let (Some(value), None) = (values.next(), values.next()) else {
+        return Err(if headers.contains_key(name) {
+            mismatch(&format!("the {display} header is repeated"))
+        } else {
+            mismatch(&format!("the {display} header is missing"))
+        });
+    };
+    value
+        .to_str()
+        .map(str::trim)
+        .map_err(|_| mismatch(&format!("the {display} header is not visible ASCII")))
+}
+
+/// Check the 2026-07-28 headers against the body.
+pub(super) fn check_headers(
+    headers: &HeaderMap,
+    request: &JsonRpcRequest,
+) -> Result<(), JsonRpcError> {
+    let Some(version) = protocol_version(request) else {
+        return Ok(());
+    };
+    if single_header(headers, &MCP_PROTOCOL_VERSION, "MCP-Protocol-Version")? != version {
+        return Err(mismatch(
+            "the MCP-Protocol-Version header differs from _meta's protocolVersion",
+        ));
+    }
+    if single_header(headers, &MCP_METHOD, "Mcp-Method")? != request.method {
+        return Err(mismatch("the Mcp-Method header differs from the method"));
+    }
+    if let Some(expected) = routed_name(request) {
+        let raw = single_header(headers, &MCP_NAME, "Mcp-Name")?;
+        let name = decode_header_value(raw)
+            .ok_or_else(|| mismatch("the Mcp-Name header has a malformed base64 value"))?;
+        if name != expected {
+            return Err(mismatch("the Mcp-Name header differs from the body"));
+        }
+    }
+    Ok(())
+}
+
+/// A header value as sent: plain, or `=?base64?…?=` over UTF-8 bytes.
+fn decode_header_value(raw: &str) -> Option<Cow<'_, str>> {
+    match raw
+        .strip_prefix("=?base64?")
+        .and_then(|rest| rest.strip_suffix("?="))
+    {
+        Some(encoded) => {
+            let bytes = decode_base64(encoded)?;
+            String::from_utf8(bytes).ok().map(Cow::Owned)
+        }
+        None => Some(Cow::Borrowed(raw)),
+    }
+}
+
+/// Standard-alphabet base64, padding optional.
+fn decode_base64(encoded: &str) -> Option<Vec<u8>> {
+    let unpadded = encoded
+        .strip_suffix("==")
+        .or_else(|| encoded.strip_suffix('='))
+        .unwrap_or(encoded);
+    if unpadded.len() % 4 == 1 || (unpadded.len() != encoded.len() && encoded.len() % 4 != 0) {
+        return None;
+    }
+    let mut out = Vec::with_capacity(unpadded.len() / 4 * 3 + 2);
+    let (mut acc, mut bits) = (0u32, 0u32);
+    for c in unpadded.bytes() {
+        let sextet = match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            _ => return None,
+        };
+        acc = (acc << 6) | u32::from(sextet);
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push(((acc >> bits) & 0xff) as u8);
+            acc &= (1 << bits) - 1;
+        }
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_header_values() {
+        assert_eq!(
+            decode_header_value("=?base64?PT9iYXNlNjQ/bGl0ZXJhbD89?=").as_deref(),
+            Some("=?base64?literal?=")
+        );
+        assert_eq!(
+            decode_header_value("=?base64?w6lsw6g=?=").as_deref(),
+            Some("élè")
+        );
+        assert_eq!(
+            decode_header_value("=?base64?w6lsw6g?=").as_deref(),
+            Some("élè")
+        );
+        assert_eq!(decode_header_value("greet").as_deref(), Some("greet"));
+        assert_eq!(decode_header_value("=?base64?***?="), None);
+        assert_eq!(decode_header_value("=?base64?QQ=?="), None);
+        assert_eq!(decode_header_value("=?base64?Q?="), None);
+        assert_eq!(decode_header_value("=?base64?/w==?="), None, "not UTF-8");
+        assert_eq!(decode_base64("").as_deref(), Some(&[][..]));
+        assert_eq!(decode_base64("AAEC").as_deref(), Some(&[0u8, 1, 2][..]));
+    }
+}

@@ -1,0 +1,259 @@
+//! A Streamable HTTP endpoint for any JSON-RPC service (feature `axum`):
+//! see [`McpEndpoint`].
+//!
+//! One file per step of a request: `body` reads it, `headers` checks the
+//! 2026-07-28 headers against the body, `handle` calls the service,
+//! `response` writes a JSON answer, and `sse` streams the answer instead
+//! when the service talks back to the client through the `peer`.
+
+mod body;
+mod handle;
+mod headers;
+mod peer;
+mod response;
+mod sse;
+
+use std::fmt;
+use std::sync::Arc;
+
+use axum::http::request::Parts;
+use axum::http::Extensions;
+use axum::routing::post;
+use axum::{BoxError, Router};
+use tower_service::Service;
+
+use crate::jsonrpc::{JsonRpcRequest, JsonRpcResponse};
+// Named by the docs of `McpEndpoint` only.
+#[cfg(doc)]
+use crate::peer::{ClientPeer, Peer};
+
+use self::handle::{handle, EndpointState, IdentityFn};
+
+/// The default request body limit of [`McpEndpoint`]: 4 MiB.
+pub const DEFAULT_BODY_LIMIT: usize = 4 * 1024 * 1024;
+
+/// Serves a JSON-RPC service over Streamable HTTP.
+///
+/// It turns a `Service<JsonRpcRequest, Response = JsonRpcResponse>`
+/// (typically a [`TaskLayer`](crate::TaskLayer) around your MCP server) into
+/// an [`axum::Router`] that serves one path. An answer is a single
+/// `application/json` body unless the service talks back to the client
+/// while it answers (see [Server→client messages](#serverclient-messages)):
+/// then, and only then, the answer becomes a `text/event-stream`.
+///
+/// # What the endpoint does
+///
+/// | Request | Answer |
+/// |---|---|
+/// | `POST` with a JSON-RPC request | the inner service's response, HTTP 200 (but see the error table below); an SSE stream if the service sent messages to the client first |
+/// | `POST` with a notification (no `id`) | the inner service is called, its answer dropped; HTTP 202, empty body |
+/// | `POST` with a JSON-RPC response (`result` or `error`, an `id`, no `method`) to a pending server→client request | HTTP 202, empty body; the answer goes to the waiting [`ClientPeer::request`] |
+/// | `POST` with a JSON-RPC response to no pending request (unknown, already answered, or its stream has closed), or a malformed one | HTTP 400, `-32600`, no `id` member |
+/// | body over the [limit](McpEndpoint::with_body_limit) (default [`DEFAULT_BODY_LIMIT`]) | HTTP 413, `-32600`, `"id": null` |
+/// | body that is not JSON | HTTP 400, `-32700`, `"id": null` |
+/// | JSON that is not one request object (an array, a string, no `method`, ...) | HTTP 400, `-32600`, the request's `id` if it can be read, else `null` |
+/// | 2026-07-28 request whose headers disagree with the body (below) | HTTP 400, `-32020`, the request's `id` |
+/// | any other method (`GET`, `DELETE`, ...) | HTTP 405 |
+///
+/// The `Content-Type` header is not enforced: any body is read as JSON.
+/// There are no sessions: the endpoint never sends `Mcp-Session-Id`, and a
+/// client's `GET` for a standalone SSE stream gets 405, which Streamable HTTP
+/// clients take as "no such stream".
+///
+/// ## Server→client messages
+///
+/// When a request (not a notification) is `POST`ed with an `Accept` header
+/// that lists `text/event-stream`, the endpoint puts a [`Peer`] in the
+/// request's extensions. The service (for example
+/// [`TaskLayer`](crate::TaskLayer) serving a 2025-11-25 `tasks/result` that
+/// needs the user's input) can use it to send requests and notifications to
+/// the client while it works:
+///
+/// - If the service answers before it sends anything, the answer is plain
+///   JSON, as without the peer.
+/// - As soon as it sends a message, the HTTP response becomes
+///   `text/event-stream` (HTTP 200): each message is one `event: message`
+///   whose `data` is the JSON-RPC message, then the service's response comes
+///   as the last event and the stream closes. Error responses travel on the
+///   stream too, so they keep HTTP 200. Messages the service sent before it
+///   answered always come before its response.
+/// - A server→client request gets a fresh id: `"srv-"` and 128 random bits
+///   from the operating system's CSPRNG, so only the client that saw the
+///   request can answer it. The client `POST`s its JSON-RPC response to the
+///   same path (see the table above); [`ClientPeer::request`] then resolves
+///   to the response's `result`, or to its `error`.
+/// - Pending requests are tracked endpoint-wide, by id, until answered. When
+///   the response stream ends (the service answered, or the client went
+///   away), the requests still waiting on it resolve to a `-32603` error and
+///   are forgotten, and messages sent later are dropped silently.
+/// - [`ClientPeer::notify`] is best effort and never waits: when the client
+///   reads too slowly and 64 messages are waiting, the notification is
+///   dropped.
+///
+/// If the client disconnects, the service's future is dropped, as it is
+/// for a plain JSON answer.
+///
+/// ## Errors from the inner service
+///
+/// The endpoint always answers with the request's own `id`, whatever the
+/// inner service put there. It sets the HTTP status from the error code, as
+/// the 2026-07-28 transport requires:
+///
+/// | JSON-RPC error | HTTP status |
+/// |---|---|
+/// | `-32020` header mismatch, `-32021` missing client capability, `-32022` unsupported protocol version | 400 |
+/// | `-32601` method not found, on a 2026-07-28 request | 404 |
+/// | any other error, and `-32601` on older requests | 200 |
+/// | the service itself failed (its `Err`) | 500, `-32603` |
+///
+/// ## 2026-07-28 header validation
+///
+/// A request is a 2026-07-28 request when its body has
+/// `params._meta["io.modelcontextprotocol/protocolVersion"]`. Such a request
+/// must carry these headers, equal to the body (values are trimmed; the
+/// `=?base64?…?=` form of `Mcp-Name` is decoded first):
+///
+/// | Header | Must equal |
+/// |---|---|
+/// | `MCP-Protocol-Version` | `params._meta["io.modelcontextprotocol/protocolVersion"]` |
+/// | `Mcp-Method` | `method` |
+/// | `Mcp-Name` | `params.name` for `tools/call` and `prompts/get`, `params.uri` for `resources/read`, `params.taskId` for `tasks/get`, `tasks/update` and `tasks/cancel` (only when the body has that string) |
+///
+/// A missing, repeated or unreadable header is a mismatch too. The answer is
+/// HTTP 400 with `-32020` and the request's `id` (no `id` at all for a
+/// notification). Earlier protocol versions have no such headers and are not
+/// checked. `Mcp-Param-*` headers are not checked.
+///
+/// # Caller identity
+///
+/// The HTTP request's headers and extensions never reach the inner service.
+/// Copy what it needs, such as the caller's [`TaskOwner`](crate::TaskOwner),
+/// into [`JsonRpcRequest::extensions`] with
+/// [`with_identity`](McpEndpoint::with_identity). Do the authentication
+/// itself in an HTTP layer in front of the router, or in the hook.
+///
+/// # Security
+///
+/// The endpoint does not check the `Origin` header. A server reachable from
+/// browsers (including one on `localhost`) should reject unexpected origins
+/// in a layer in front of the router, to prevent DNS rebinding.
+///
+/// # Example
+///
+/// ```
+/// use mcp_task_layer::{JsonRpcRequest, JsonRpcResponse, McpEndpoint, MemoryStore, TaskLayer, TaskOwner};
+/// use serde_json::json;
+/// use tower::{service_fn, ServiceBuilder, ServiceExt};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let server = service_fn(|req: JsonRpcRequest| async move {
+///     Ok::<_, std::convert::Infallible>(JsonRpcResponse::result(
+///         req.id,
+///         json!({"resultType": "complete", "content": [{"type": "text", "text": "hi"}]}),
+///     ))
+/// });
+/// let service = ServiceBuilder::new()
+///     .layer(TaskLayer::new(MemoryStore::new()))
+///     .service(server);
+///
+/// let app = McpEndpoint::new(service)
+///     .with_body_limit(1024 * 1024)
+///     .with_identity(|parts, extensions| {
+///         // A real server would take a verified subject from its auth layer.
+///         if let Some(user) = parts.headers.get("x-user").and_then(|v| v.to_str().ok()) {
+///             extensions.insert(TaskOwner::new(user));
+///         }
+///     })
+///     .into_router("/mcp");
+///
+/// // Serve it with `axum::serve(listener, app)`; here one request goes
+/// // straight through the router.
+/// let request = axum::http::Request::post("/mcp")
+///     .header("content-type", "application/json")
+///     .body(axum::body::Body::from(
+///         r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"hello"}}"#,
+///     ))
+///     .unwrap();
+/// let response = app.oneshot(request).await.unwrap();
+/// assert_eq!(response.status(), 200);
+/// # }
+/// ```
+#[must_use]
+pub struct McpEndpoint<S> {
+    service: S,
+    identity: Option<IdentityFn>,
+    body_limit: usize,
+}
+
+impl<S> fmt::Debug for McpEndpoint<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("McpEndpoint")
+            .field("service", &std::any::type_name::<S>())
+            .field("identity", &self.identity.is_some())
+            .field("body_limit", &self.body_limit)
+            .finish()
+    }
+}
+
+impl<S> McpEndpoint<S> {
+    /// An endpoint for `service` with the default body limit and no
+    /// identity hook.
+    pub fn new(service: S) -> Self {
+        McpEndpoint {
+            service,
+            identity: None,
+            body_limit: DEFAULT_BODY_LIMIT,
+        }
+    }
+
+    /// Copy the caller's identity from the HTTP request into the JSON-RPC
+    /// request. `identify` gets the HTTP request's parts (headers, and the
+    /// extensions your auth layers set) and the extensions of the
+    /// [`JsonRpcRequest`] about to be handed to the service; insert what it
+    /// needs there, typically a [`TaskOwner`](crate::TaskOwner). It runs for
+    /// every request and notification that passed validation. A second call
+    /// replaces the first hook.
+    pub fn with_identity<F>(mut self, identify: F) -> Self
+    where
+        F: Fn(&Parts, &mut Extensions) + Send + Sync + 'static,
+    {
+        self.identity = Some(Arc::new(identify));
+        self
+    }
+
+    /// The largest request body accepted, in bytes (default
+    /// [`DEFAULT_BODY_LIMIT`]). A larger body gets HTTP 413 with a `-32600`
+    /// error and `"id": null`, without being read any further.
+    pub fn with_body_limit(mut self, bytes: usize) -> Self {
+        self.body_limit = bytes;
+        self
+    }
+
+    /// A router serving `POST path`; other HTTP methods on `path` get 405.
+    ///
+    /// The router can be [merged](Router::merge) or
+    /// [nested](Router::nest) into a bigger application, and wrapped in HTTP
+    /// layers (authentication, CORS, tracing).
+    ///
+    /// # Panics
+    ///
+    /// If `path` is not a valid axum route (for example, it does not start
+    /// with `/`), as [`Router::route`] does.
+    pub fn into_router(self, path: &str) -> Router
+    where
+        S: Service<JsonRpcRequest, Response = JsonRpcResponse> + Clone + Send + Sync + 'static,
+        S::Future: Send + 'static,
+        S::Error: Into<BoxError>,
+    {
+        let state = Arc::new(EndpointState {
+            service: self.service,
+            identity: self.identity,
+            body_limit: self.body_limit,
+            pending: Arc::default(),
+        });
+        Router::new()
+            .route(path, post(handle::<S>))
+            .with_state(state)
+    }
+}

@@ -1,0 +1,58 @@
+//! [`connect`]: open the store a URL names.
+
+use std::sync::Arc;
+
+#[cfg(feature = "postgres")]
+use super::PostgresStore;
+#[cfg(feature = "sqlite")]
+use super::SqliteStore;
+use super::{Error, MemoryStore, Result, TaskStore};
+
+/// Open the store a URL names, with the default options:
+///
+/// | URL | store | feature |
+/// |---|---|---|
+/// | `memory` | [`MemoryStore`] | — |
+/// | `sqlite:PATH`, `sqlite://PATH`, `sqlite::memory:` | `SqliteStore` (the file is created if missing) | `sqlite` |
+/// | `postgres://…`, `postgresql://…` | `PostgresStore` | `postgres` |
+///
+/// SQL stores are migrated before this returns. A URL scheme this build has
+/// no feature for is [`Error::Unsupported`]; a database that cannot be
+/// opened is [`Error::Backend`].
+///
+/// This is all a `--store` flag needs:
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), mcp_task_layer::store::Error> {
+/// let store = mcp_task_layer::store::connect("memory").await?;
+/// let layer = mcp_task_layer::TaskLayer::new(store);
+/// # let _ = layer;
+/// # Ok(())
+/// # }
+/// ```
+pub async fn connect(url: &str) -> Result<Arc<dyn TaskStore>> {
+    let url = url.trim();
+    if url == "memory" {
+        return Ok(Arc::new(MemoryStore::new()));
+    }
+    if url.starts_with("sqlite:") {
+        #[cfg(feature = "sqlite")]
+        return Ok(Arc::new(SqliteStore::connect(url).await?));
+        #[cfg(not(feature = "sqlite"))]
+        return Err(Error::Unsupported(
+            "sqlite: URLs in a build without the `sqlite` feature",
+        ));
+    }
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        #[cfg(feature = "postgres")]
+        return Ok(Arc::new(PostgresStore::connect(url).await?));
+        #[cfg(not(feature = "postgres"))]
+        return Err(Error::Unsupported(
+            "postgres:// URLs in a build without the `postgres` feature",
+        ));
+    }
+    Err(Error::Unsupported(
+        "URLs other than memory, sqlite:PATH and postgres://…",
+    ))
+}

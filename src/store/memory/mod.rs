@@ -1,0 +1,359 @@
+//! The in-memory store: sharded, with an expiry index and an owner index.
+//!
+//! `id.rs` is the inline id every map and index is keyed on; `slot.rs` is
+//! what a shard keeps per task, either the record or, once it is finished,
+//! its compact form from `compact.rs`.
+
+mod compact;
+mod id;
+mod slot;
+#[cfg(test)]
+mod tests;
+
+use std::collections::hash_map::Entry;
+use std::collections::{BTreeSet, HashMap};
+use std::hash::BuildHasher;
+use std::sync::{Arc, PoisonError, RwLock};
+
+use self::compact::Done;
+use self::id::Id;
+use self::slot::Slot;
+use super::{BoxFuture, Error, Result, TaskRecord, TaskStore};
+
+const SHARDS: usize = 64;
+/// Expired records removed per write lock of a shard while reaping.
+const REAP_PER_LOCK: usize = 64;
+
+/// A shard's task map is shrunk after reaping only above this capacity.
+const SHRINK_ABOVE: usize = 1024;
+
+/// The default store: tasks in this process's memory.
+///
+/// Records live in 64 shards, each behind its own lock, so reads on two cores
+/// rarely meet; a read is one hash, one shared lock and one `Arc` clone
+/// whatever the number of live tasks. Each shard keeps its records ordered by
+/// expiry, so [`delete_expired`](TaskStore::delete_expired) touches only the
+/// expired ones, holding one shard's lock at a time for at most 64 of them. An owner index makes
+/// [`list`](TaskStore::list) proportional to the page, not to the store.
+///
+/// A task id is stored once and shared by the shard's map and both indexes;
+/// index lookups compare its first 16 bytes inline. A finished task (one
+/// whose resume state the layer has cleared) is kept compact, its outcome as
+/// JSON text: about a quarter of the memory of the full record. Reading it
+/// rebuilds the record, which costs about a microsecond more than reading a
+/// running task.
+///
+/// [`create_shared`](TaskStore::create_shared) and
+/// [`replace_shared`](TaskStore::replace_shared) keep the caller's `Arc`
+/// itself for a running task (no copy).
+///
+/// Cloning a `MemoryStore` shares the same tasks.
+#[derive(Clone, Debug)]
+pub struct MemoryStore {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    shards: Box<[RwLock<Shard>]>,
+    owners: Box<[RwLock<OwnerIndex>]>,
+    hasher: Hasher64,
+}
+
+/// Owner key → `(created_at_ms, id)` of each of its records.
+type OwnerIndex = HashMap<Option<String>, BTreeSet<(i64, Id)>>;
+
+/// Task ids are the layer's 128 random bits, never the client's choice, so
+/// a fast seeded hash will do (SipHash cost ~200 instructions per id, and a
+/// task's life hashes its id half a dozen times).
+type Hasher64 = foldhash::fast::RandomState;
+
+#[derive(Debug, Default)]
+struct Shard {
+    tasks: HashMap<Id, Slot, Hasher64>,
+    /// `(expires_at_ms, id)` for every record with a TTL.
+    expiry: BTreeSet<(i64, Id)>,
+}
+
+impl Default for MemoryStore {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    lock.read().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    lock.write().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        MemoryStore {
+            inner: Arc::new(Inner {
+                shards: (0..SHARDS).map(|_| RwLock::default()).collect(),
+                owners: (0..SHARDS).map(|_| RwLock::default()).collect(),
+                hasher: Hasher64::default(),
+            }),
+        }
+    }
+
+    /// Number of records held, expired ones not yet reaped included.
+    pub fn len(&self) -> usize {
+        self.inner.shards.iter().map(|s| read(s).tasks.len()).sum()
+    }
+
+    /// Whether the store holds no record.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn shard(&self, id: &Id) -> &RwLock<Shard> {
+        let h = self.inner.hasher.hash_one(id) as usize;
+        &self.inner.shards[h % SHARDS]
+    }
+
+    fn owner_shard_index(&self, owner: Option<&str>) -> usize {
+        self.inner.hasher.hash_one(owner) as usize % SHARDS
+    }
+
+    fn owner_shard(&self, owner: Option<&str>) -> &RwLock<OwnerIndex> {
+        &self.inner.owners[self.owner_shard_index(owner)]
+    }
+
+    fn create_now(&self, record: Arc<TaskRecord>) -> Result<()> {
+        let owner = record.owner.clone();
+        let created = record.created_at_ms;
+        let expires = record.expires_at_ms();
+        // Allocate outside the lock.
+        let id = Id::new(&record.id);
+        let lock = self.shard(&id);
+        let slot = Slot::new(record);
+        {
+            let mut guard = write(lock);
+            let shard = &mut *guard;
+            match shard.tasks.entry(id.clone()) {
+                Entry::Occupied(_) => return Err(Error::AlreadyExists),
+                Entry::Vacant(v) => v.insert(slot),
+            };
+            if let Some(at) = expires {
+                shard.expiry.insert((at, id.clone()));
+            }
+        }
+        write(self.owner_shard(owner.as_deref()))
+            .entry(owner)
+            .or_default()
+            .insert((created, id));
+        Ok(())
+    }
+
+    fn replace_now(&self, record: Arc<TaskRecord>, expected_version: u64) -> Result<()> {
+        let new_exp = record.expires_at_ms();
+        let id = Id::new(&record.id);
+        let lock = self.shard(&id);
+        // Compact a finished record before taking the lock.
+        let new = match Done::of(&record) {
+            Some(done) => Slot::Done(done),
+            None => Slot::Full(record),
+        };
+        let old = {
+            let mut guard = write(lock);
+            let Shard { tasks, expiry } = &mut *guard;
+            let slot = match tasks.get_mut(&id) {
+                None => return Err(Error::NotFound),
+                Some(slot) if slot.version() != expected_version => return Err(Error::Conflict),
+                Some(slot) => slot,
+            };
+            let old_exp = slot.expires_at_ms();
+            if old_exp != new_exp {
+                if let Some(at) = old_exp {
+                    expiry.remove(&(at, id.clone()));
+                }
+                if let Some(at) = new_exp {
+                    expiry.insert((at, id));
+                }
+            }
+            std::mem::replace(slot, new)
+        };
+        // Free the old version outside the lock.
+        drop(old);
+        Ok(())
+    }
+
+    fn delete_expired_now(&self, now_ms: i64, limit: usize) -> Vec<String> {
+        let mut gone: Vec<(usize, Option<String>, i64, Id)> = Vec::new();
+        // Freed after the shard locks are released.
+        let mut freed: Vec<Slot> = Vec::new();
+        for lock in self.inner.shards.iter() {
+            loop {
+                if gone.len() >= limit {
+                    break;
+                }
+                // Cheap check under the shared lock first: most shards have
+                // nothing to reap most of the time.
+                let due = read(lock)
+                    .expiry
+                    .first()
+                    .is_some_and(|(at, _)| *at <= now_ms);
+                if !due {
+                    break;
+                }
+                // A bounded batch per write lock, so that reads of this shard
+                // wait for a few records' worth of work, never for a sweep.
+                let mut shard = write(lock);
+                let mut taken = 0;
+                while gone.len() < limit && taken < REAP_PER_LOCK {
+                    match shard.expiry.first() {
+                        Some((at, _)) if *at <= now_ms => {}
+                        _ => break,
+                    }
+                    let Some((_, id)) = shard.expiry.pop_first() else {
+                        break;
+                    };
+                    taken += 1;
+                    if let Some(slot) = shard.tasks.remove(&id) {
+                        let owner = slot.owner().map(str::to_owned);
+                        let index = self.owner_shard_index(owner.as_deref());
+                        gone.push((index, owner, slot.created_at_ms(), id));
+                        freed.push(slot);
+                    }
+                }
+                // Give back the table a burst of tasks grew once most of it
+                // has expired: a map keeps its peak capacity otherwise. The
+                // rehash touches the remaining quarter, and happens only
+                // after three quarters were reaped, so it costs O(reaped).
+                let (len, capacity) = (shard.tasks.len(), shard.tasks.capacity());
+                if capacity > SHRINK_ABOVE && len < capacity / 4 {
+                    shard.tasks.shrink_to(len * 2);
+                }
+                drop(shard);
+                // Free the records outside the lock.
+                freed.clear();
+                if taken < REAP_PER_LOCK {
+                    break;
+                }
+            }
+        }
+        // One lock per owner shard touched, not one per record.
+        gone.sort_unstable_by_key(|g| g.0);
+        for batch in gone.chunk_by(|a, b| a.0 == b.0) {
+            let mut owners = write(&self.inner.owners[batch[0].0]);
+            for (_, owner, created, id) in batch {
+                if let Some(set) = owners.get_mut(owner) {
+                    set.remove(&(*created, id.clone()));
+                    if set.is_empty() {
+                        owners.remove(owner);
+                    }
+                }
+            }
+        }
+        gone.into_iter()
+            .map(|(_, _, _, id)| id.as_str().to_owned())
+            .collect()
+    }
+
+    fn get_now(&self, id: &str, now_ms: i64) -> Option<Arc<TaskRecord>> {
+        let key = Id::new(id);
+        let found = read(self.shard(&key))
+            .tasks
+            .get(&key)
+            .filter(|slot| !slot.is_expired(now_ms))
+            .map(Slot::share)?;
+        Some(found.into_record(id))
+    }
+
+    fn list_now(
+        &self,
+        owner: Option<&str>,
+        after: Option<(i64, &str)>,
+        limit: usize,
+        now_ms: i64,
+    ) -> Vec<Arc<TaskRecord>> {
+        let key = owner.map(str::to_owned);
+        let ids: Vec<Id> = {
+            let owners = read(self.owner_shard(owner));
+            let Some(set) = owners.get(&key) else {
+                return Vec::new();
+            };
+            let upper = after.map(|(c, id)| (c, Id::new(id)));
+            // Newest first: walk the (created, id) set backwards from `after`.
+            let iter: Box<dyn Iterator<Item = &(i64, Id)>> = match &upper {
+                Some(bound) => Box::new(set.range(..bound.clone()).rev()),
+                None => Box::new(set.iter().rev()),
+            };
+            // Take a little more than a page: some may have just expired.
+            iter.take(limit.saturating_mul(2).max(limit + 8))
+                .map(|(_, id)| id.clone())
+                .collect()
+        };
+        let mut out = Vec::with_capacity(limit.min(ids.len()));
+        for id in ids {
+            if out.len() == limit {
+                break;
+            }
+            if let Some(r) = self.get_now(id.as_str(), now_ms) {
+                out.push(r);
+            }
+        }
+        out
+    }
+}
+
+impl TaskStore for MemoryStore {
+    fn create(&self, record: TaskRecord) -> BoxFuture<'_, Result<()>> {
+        Box::pin(std::future::ready(self.create_now(Arc::new(record))))
+    }
+
+    fn create_shared(&self, record: Arc<TaskRecord>) -> BoxFuture<'_, Result<()>> {
+        Box::pin(std::future::ready(self.create_now(record)))
+    }
+
+    fn get<'a>(
+        &'a self,
+        id: &'a str,
+        now_ms: i64,
+    ) -> BoxFuture<'a, Result<Option<Arc<TaskRecord>>>> {
+        Box::pin(std::future::ready(Ok(self.get_now(id, now_ms))))
+    }
+
+    fn get_ready(&self, id: &str, now_ms: i64) -> Option<Result<Option<Arc<TaskRecord>>>> {
+        Some(Ok(self.get_now(id, now_ms)))
+    }
+
+    fn replace(&self, record: TaskRecord, expected_version: u64) -> BoxFuture<'_, Result<()>> {
+        Box::pin(std::future::ready(
+            self.replace_now(Arc::new(record), expected_version),
+        ))
+    }
+
+    fn replace_shared(
+        &self,
+        record: Arc<TaskRecord>,
+        expected_version: u64,
+    ) -> BoxFuture<'_, Result<()>> {
+        Box::pin(std::future::ready(
+            self.replace_now(record, expected_version),
+        ))
+    }
+
+    fn delete_expired(&self, now_ms: i64, limit: usize) -> BoxFuture<'_, Result<Vec<String>>> {
+        Box::pin(std::future::ready(Ok(
+            self.delete_expired_now(now_ms, limit)
+        )))
+    }
+
+    fn list<'a>(
+        &'a self,
+        owner: Option<&'a str>,
+        after: Option<(i64, &'a str)>,
+        limit: usize,
+        now_ms: i64,
+    ) -> BoxFuture<'a, Result<Vec<Arc<TaskRecord>>>> {
+        Box::pin(std::future::ready(Ok(
+            self.list_now(owner, after, limit, now_ms)
+        )))
+    }
+}

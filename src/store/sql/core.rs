@@ -1,0 +1,241 @@
+//! [`SqlCore`]: the store primitives, written once for both engines.
+
+use std::sync::Arc;
+
+use sqlx::{
+    AssertSqlSafe, ColumnIndex, Database, Decode, Encode, Executor, IntoArguments, Pool, Row, Type,
+};
+
+use super::dialect::Engine;
+use super::row::{backend, decode, records, to_i64, Columns};
+use super::statements::Statements;
+use crate::clock::unix_now_ms;
+use crate::store::{Error, Result, TaskRecord};
+
+/// The store primitives over one engine's pools.
+#[derive(Debug)]
+pub(crate) struct SqlCore<DB: Database> {
+    /// Reads (`get`, `list`).
+    pub(crate) reads: Pool<DB>,
+    /// Writes and migrations; the same pool as `reads` except on SQLite.
+    pub(crate) writes: Pool<DB>,
+    pub(crate) table: String,
+    sql: Statements,
+}
+
+impl<DB> SqlCore<DB>
+where
+    DB: Engine,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    DB::Arguments: IntoArguments<DB>,
+    for<'a> &'a str: Encode<'a, DB> + Type<DB>,
+    for<'a> String: Encode<'a, DB> + Decode<'a, DB> + Type<DB>,
+    for<'a> Option<&'a str>: Encode<'a, DB> + Type<DB>,
+    for<'a> i64: Encode<'a, DB> + Decode<'a, DB> + Type<DB>,
+    for<'a> Option<i64>: Encode<'a, DB> + Type<DB>,
+    usize: ColumnIndex<DB::Row>,
+{
+    pub(crate) fn new(reads: Pool<DB>, writes: Pool<DB>, table: String) -> Self {
+        let sql = Statements::new(&DB::DIALECT, &table);
+        SqlCore {
+            reads,
+            writes,
+            table,
+            sql,
+        }
+    }
+
+    /// Apply the migrations this table has not had yet.
+    pub(crate) async fn migrate(&self) -> Result<()> {
+        let d = &DB::DIALECT;
+        let mut tx = self
+            .writes
+            .begin_with(d.begin_migration)
+            .await
+            .map_err(backend)?;
+        if let Some(lock) = d.lock_migration {
+            sqlx::query(lock)
+                .bind(lock_key(&self.table))
+                .execute(&mut *tx)
+                .await
+                .map_err(backend)?;
+        }
+        sqlx::query(AssertSqlSafe(self.sql.migrations_table.as_str()))
+            .execute(&mut *tx)
+            .await
+            .map_err(backend)?;
+        let done: i64 = sqlx::query(AssertSqlSafe(self.sql.migrations_version.as_str()))
+            .fetch_one(&mut *tx)
+            .await
+            .and_then(|row| row.try_get(0))
+            .map_err(backend)?;
+        let known = self.sql.migrations.len();
+        let done = usize::try_from(done).unwrap_or(0);
+        if done > known {
+            tracing::warn!(
+                table = %self.table,
+                schema = done,
+                known,
+                "task table has a newer schema than this build knows; using it as is"
+            );
+        }
+        for (i, step) in self.sql.migrations.iter().enumerate().skip(done) {
+            for statement in step {
+                sqlx::query(AssertSqlSafe(statement.as_str()))
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(backend)?;
+            }
+            let version = i64::try_from(i + 1).unwrap_or(i64::MAX);
+            sqlx::query(AssertSqlSafe(self.sql.migrations_insert.as_str()))
+                .bind(version)
+                .bind(unix_now_ms())
+                .execute(&mut *tx)
+                .await
+                .map_err(backend)?;
+            tracing::info!(table = %self.table, version, "task table migrated");
+        }
+        tx.commit().await.map_err(backend)
+    }
+
+    /// Bind a row's columns as `$1`..`$10`, in the order of `insert`
+    /// (and of `replace`, whose `$11` is the expected version).
+    fn bind_row<'q>(
+        query: sqlx::query::Query<'q, DB, DB::Arguments>,
+        c: &'q Columns,
+    ) -> sqlx::query::Query<'q, DB, DB::Arguments> {
+        query
+            .bind(c.id.as_str())
+            .bind(c.owner.as_deref())
+            .bind(c.era)
+            .bind(c.status)
+            .bind(c.created_at_ms)
+            .bind(c.updated_at_ms)
+            .bind(c.expires_at_ms)
+            .bind(c.version)
+            .bind(c.record.as_str())
+            .bind(c.lease_until_ms)
+    }
+
+    pub(crate) async fn create(&self, record: TaskRecord) -> Result<()> {
+        let c = Columns::of(record)?;
+        let done = Self::bind_row(sqlx::query(sql(&self.sql.insert)), &c)
+            .execute(&self.writes)
+            .await
+            .map_err(backend)?;
+        match DB::rows_affected(&done) {
+            0 => Err(Error::AlreadyExists),
+            _ => Ok(()),
+        }
+    }
+
+    pub(crate) async fn get(&self, id: &str, now_ms: i64) -> Result<Option<Arc<TaskRecord>>> {
+        let row = sqlx::query(sql(&self.sql.get))
+            .bind(id)
+            .bind(now_ms)
+            .fetch_optional(&self.reads)
+            .await
+            .map_err(backend)?;
+        match row {
+            None => Ok(None),
+            Some(row) => {
+                let json: String = row.try_get(0).map_err(backend)?;
+                Ok(Some(Arc::new(decode(&json)?)))
+            }
+        }
+    }
+
+    pub(crate) async fn replace(&self, record: TaskRecord, expected_version: u64) -> Result<()> {
+        let expected = to_i64(expected_version, "expected version")?;
+        let c = Columns::of(record)?;
+        let done = Self::bind_row(sqlx::query(sql(&self.sql.replace)), &c)
+            .bind(expected)
+            .execute(&self.writes)
+            .await
+            .map_err(backend)?;
+        if DB::rows_affected(&done) > 0 {
+            return Ok(());
+        }
+        // Lost: tell a missing row from a changed one. Another writer
+        // may delete the row in between; either answer is then true.
+        let exists = sqlx::query(sql(&self.sql.exists))
+            .bind(c.id)
+            .fetch_optional(&self.writes)
+            .await
+            .map_err(backend)?;
+        Err(if exists.is_some() {
+            Error::Conflict
+        } else {
+            Error::NotFound
+        })
+    }
+
+    pub(crate) async fn delete_expired(&self, now_ms: i64, limit: usize) -> Result<Vec<String>> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let rows = sqlx::query(sql(&self.sql.reap))
+            .bind(now_ms)
+            .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+            .fetch_all(&self.writes)
+            .await
+            .map_err(backend)?;
+        rows.iter()
+            .map(|row| row.try_get::<String, _>(0).map_err(backend))
+            .collect()
+    }
+
+    pub(crate) async fn orphans(&self, now_ms: i64, limit: usize) -> Result<Vec<Arc<TaskRecord>>> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let rows = sqlx::query(sql(&self.sql.orphans))
+            .bind(now_ms)
+            .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+            .fetch_all(&self.reads)
+            .await
+            .map_err(backend)?;
+        records(&rows)
+    }
+
+    pub(crate) async fn list(
+        &self,
+        owner: Option<&str>,
+        after: Option<(i64, &str)>,
+        limit: usize,
+        now_ms: i64,
+    ) -> Result<Vec<Arc<TaskRecord>>> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let statement = &self.sql.list[usize::from(owner.is_some())][usize::from(after.is_some())];
+        let mut query = sqlx::query(sql(statement)).bind(now_ms);
+        if let Some(owner) = owner {
+            query = query.bind(owner);
+        }
+        if let Some((created, id)) = after {
+            query = query.bind(created).bind(id);
+        }
+        let rows = query
+            .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+            .fetch_all(&self.reads)
+            .await
+            .map_err(backend)?;
+        records(&rows)
+    }
+}
+
+fn sql(s: &Arc<str>) -> AssertSqlSafe<Arc<str>> {
+    // Built from a validated table name and constants only.
+    AssertSqlSafe(Arc::clone(s))
+}
+
+/// A stable 64-bit key for the migration lock of `table` (FNV-1a).
+fn lock_key(table: &str) -> i64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in "mcp_task_layer:".bytes().chain(table.bytes()) {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    i64::from_ne_bytes(h.to_ne_bytes())
+}

@@ -1,0 +1,32 @@
+//! What each engine (`sqlite.rs`, `postgres.rs`) gives the shared core.
+
+use sqlx::Database;
+
+/// What differs between the engines' SQL.
+#[derive(Debug)]
+pub(crate) struct Dialect {
+    /// Schema migrations, oldest first. In each statement `{t}` is the
+    /// quoted table name and `{n}` the bare one (for index names).
+    pub(crate) migrations: &'static [&'static [&'static str]],
+    /// The `<table>_migrations` table; `{m}` is its quoted name.
+    pub(crate) migrations_table: &'static str,
+    /// How a migration transaction starts.
+    pub(crate) begin_migration: &'static str,
+    /// A statement taking a transaction-scoped lock keyed by `$1`
+    /// (an `i64`), if `begin_migration` is not enough.
+    pub(crate) lock_migration: Option<&'static str>,
+    /// Appended to the parameter that carries the record JSON.
+    pub(crate) json_param: &'static str,
+    /// The expression that reads the record JSON as text.
+    pub(crate) json_column: &'static str,
+    /// `delete_expired`: delete at most `$2` rows with
+    /// `expires_at_ms <= $1`, returning their ids; `{t}` is the quoted
+    /// table name.
+    pub(crate) reap: &'static str,
+}
+
+/// An engine the store runs on.
+pub(crate) trait Engine: Database {
+    const DIALECT: Dialect;
+    fn rows_affected(result: &Self::QueryResult) -> u64;
+}

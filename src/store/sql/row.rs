@@ -1,0 +1,77 @@
+//! A [`TaskRecord`] as a row, and back.
+
+use std::sync::Arc;
+
+use sqlx::{ColumnIndex, Decode, Row, Type};
+
+use crate::protocol::TaskStatus;
+use crate::store::{Era, Error, Result, TaskRecord};
+
+pub(super) fn backend(e: sqlx::Error) -> Error {
+    Error::Backend(Box::new(e))
+}
+
+pub(super) fn decode(json: &str) -> Result<TaskRecord> {
+    serde_json::from_str(json).map_err(|e| Error::Decode(Box::new(e)))
+}
+
+pub(super) fn to_i64(n: u64, what: &'static str) -> Result<i64> {
+    i64::try_from(n).map_err(|_| Error::Encode(format!("{what} {n} exceeds i64").into()))
+}
+
+fn era_name(era: Era) -> &'static str {
+    match era {
+        Era::Modern => "modern",
+        Era::Legacy => "legacy",
+    }
+}
+
+/// A record's row.
+pub(super) struct Columns {
+    pub(super) id: String,
+    pub(super) owner: Option<String>,
+    pub(super) era: &'static str,
+    pub(super) status: &'static str,
+    pub(super) created_at_ms: i64,
+    pub(super) updated_at_ms: i64,
+    pub(super) expires_at_ms: Option<i64>,
+    pub(super) version: i64,
+    pub(super) record: String,
+    /// Set while `working` under a lease: what `orphans` looks for.
+    pub(super) lease_until_ms: Option<i64>,
+}
+
+impl Columns {
+    pub(super) fn of(r: TaskRecord) -> Result<Self> {
+        let record = serde_json::to_string(&r).map_err(|e| Error::Encode(Box::new(e)))?;
+        Ok(Columns {
+            era: era_name(r.era),
+            status: r.status.as_str(),
+            created_at_ms: r.created_at_ms,
+            updated_at_ms: r.updated_at_ms,
+            expires_at_ms: r.expires_at_ms(),
+            version: to_i64(r.version, "version")?,
+            lease_until_ms: match (&r.status, &r.lease) {
+                (TaskStatus::Working, Some(lease)) => Some(lease.until_ms),
+                _ => None,
+            },
+            id: r.id,
+            owner: r.owner,
+            record,
+        })
+    }
+}
+
+/// Decode rows whose first column is the record JSON.
+pub(super) fn records<R: Row>(rows: &[R]) -> Result<Vec<Arc<TaskRecord>>>
+where
+    for<'a> String: Decode<'a, R::Database> + Type<R::Database>,
+    usize: ColumnIndex<R>,
+{
+    rows.iter()
+        .map(|row| {
+            let json: String = row.try_get(0).map_err(backend)?;
+            decode(&json).map(Arc::new)
+        })
+        .collect()
+}
