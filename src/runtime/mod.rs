@@ -26,6 +26,7 @@ mod registry;
 mod resume;
 mod runner;
 mod transition;
+mod watchers;
 mod wire;
 
 pub(crate) use engine::Engine;

@@ -38,6 +38,7 @@ impl Engine {
         if self.hub.snapshots.receiver_count() > 0 {
             let _ = self.hub.snapshots.send(Arc::new(record.clone()));
         }
+        self.hub.watchers.wake(&record.id, record.version);
         let _ = self.hub.events.send(TaskEvent {
             task_id: record.id.clone(),
             status: record.status,
@@ -58,6 +59,10 @@ impl Engine {
                 // here any more.
                 self.registry.forget_ended(id);
             }
+        }
+        match &change {
+            TaskChange::Updated { id, version, .. } => self.hub.watchers.wake(id, *version),
+            TaskChange::Missed => self.hub.watchers.wake_all(),
         }
         if self.hub.changes.receiver_count() > 0 {
             let _ = self.hub.changes.send(change);

@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{json, Map, Value};
-use tokio::sync::broadcast;
 
 use super::{respond, task_id_param, Reply};
 use crate::jsonrpc::{code, JsonRpcError, JsonRpcRequest, JsonRpcResponse};
@@ -16,7 +15,7 @@ use crate::runtime::detach::run_to_completion;
 use crate::runtime::engine::{Engine, InnerService};
 use crate::runtime::errors::task_not_found;
 use crate::runtime::wire;
-use crate::store::{Era, TaskChange, TaskOutcome, TaskRecord};
+use crate::store::{Era, TaskOutcome, TaskRecord};
 
 impl Engine {
     /// `tasks/result`: wait until the task is terminal, woken by task events
@@ -47,8 +46,9 @@ impl Engine {
         let task_id = task_id_param(req)?;
         let owner = self.owner_of(req);
         let peer = req.extensions.get::<Peer>().cloned();
-        let mut events = self.hub.events.subscribe();
-        let mut changes = self.hub.changes.subscribe();
+        // Watched before the first read, so no write falls in between; only
+        // this task's writes wake this waiter.
+        let mut watch = self.hub.watchers.watch(task_id);
         let mut notified: Option<(TaskStatus, u64)> = None;
         loop {
             let record = self
@@ -107,26 +107,10 @@ impl Engine {
                 }
             };
             tokio::pin!(resync);
-            loop {
-                tokio::select! {
-                    () = &mut resync => break,
-                    event = events.recv() => match event {
-                        Ok(e) if e.task_id != record.id => continue,
-                        Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => break,
-                        Err(broadcast::error::RecvError::Closed) => {
-                            return Err(JsonRpcError::internal("the task layer is shutting down"))
-                        }
-                    },
-                    change = changes.recv() => match change {
-                        Ok(TaskChange::Updated { id, version, .. })
-                            if id != record.id || version <= record.version => continue,
-                        Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => break,
-                        Err(broadcast::error::RecvError::Closed) => {
-                            return Err(JsonRpcError::internal("the task layer is shutting down"))
-                        }
-                    },
-                    () = &mut expired => break,
-                }
+            tokio::select! {
+                () = &mut resync => {}
+                () = watch.changed() => {}
+                () = &mut expired => {}
             }
         }
     }
