@@ -23,14 +23,11 @@ impl Engine {
     /// the task waits for input and the transport gave a [`Peer`], send its
     /// input requests to the client as real requests and feed the answers
     /// back, exactly as `tasks/update` does.
-    pub(crate) async fn tasks_result<S>(
+    pub(crate) async fn tasks_result<S: InnerService>(
         self: Arc<Self>,
         svc: S,
         req: JsonRpcRequest,
-    ) -> JsonRpcResponse
-    where
-        S: InnerService,
-    {
+    ) -> JsonRpcResponse {
         let answer = self.result_inner(svc, &req).await.map(Reply::Value);
         respond(req.id, answer)
     }

@@ -11,14 +11,11 @@ use crate::runtime::engine::{Engine, InnerService};
 use crate::store::Era;
 
 impl Engine {
-    pub(crate) async fn tasks_update<S>(
+    pub(crate) async fn tasks_update<S: InnerService>(
         self: Arc<Self>,
         svc: S,
         req: JsonRpcRequest,
-    ) -> JsonRpcResponse
-    where
-        S: InnerService,
-    {
+    ) -> JsonRpcResponse {
         let id = req.id.clone();
         let answered = async move {
             let task_id = task_id_param(&req)?;

@@ -171,31 +171,38 @@ where
     }
 
     pub(crate) async fn delete_expired(&self, now_ms: i64, limit: usize) -> Result<Vec<String>> {
-        if limit == 0 {
-            return Ok(Vec::new());
-        }
-        let rows = sqlx::query(sql(&self.sql.reap))
-            .bind(now_ms)
-            .bind(i64::try_from(limit).unwrap_or(i64::MAX))
-            .fetch_all(&self.writes)
-            .await
-            .map_err(backend)?;
+        let rows = self
+            .up_to(&self.sql.reap, &self.writes, now_ms, limit)
+            .await?;
         rows.iter()
             .map(|row| row.try_get::<String, _>(0).map_err(backend))
             .collect()
     }
 
     pub(crate) async fn orphans(&self, now_ms: i64, limit: usize) -> Result<Vec<Arc<TaskRecord>>> {
+        let rows = self
+            .up_to(&self.sql.orphans, &self.reads, now_ms, limit)
+            .await?;
+        records(&rows)
+    }
+
+    /// The rows of `query` bound to `(now_ms, limit)`: at most `limit`.
+    async fn up_to(
+        &self,
+        query: &Arc<str>,
+        pool: &Pool<DB>,
+        now_ms: i64,
+        limit: usize,
+    ) -> Result<Vec<DB::Row>> {
         if limit == 0 {
             return Ok(Vec::new());
         }
-        let rows = sqlx::query(sql(&self.sql.orphans))
+        sqlx::query(sql(query))
             .bind(now_ms)
             .bind(i64::try_from(limit).unwrap_or(i64::MAX))
-            .fetch_all(&self.reads)
+            .fetch_all(pool)
             .await
-            .map_err(backend)?;
-        records(&rows)
+            .map_err(backend)
     }
 
     pub(crate) async fn list(
