@@ -44,7 +44,7 @@ where
     S::Error: Into<BoxError>,
 {
     let (parts, body) = request.into_parts();
-    let bytes = match read_body(&parts.headers, body, state.body_limit).await {
+    let bytes = match read_body(&parts, body, state.body_limit).await {
         Ok(bytes) => bytes,
         Err(BodyError::TooLarge) => {
             let error = JsonRpcError::invalid_request(format!(

@@ -49,7 +49,7 @@ pub const DEFAULT_BODY_LIMIT: usize = 4 * 1024 * 1024;
 /// | `POST` with a notification (no `id`) | the inner service is called, its answer dropped; HTTP 202, empty body |
 /// | `POST` with a JSON-RPC response (`result` or `error`, an `id`, no `method`) to a pending server→client request | HTTP 202, empty body; the answer goes to the waiting [`ClientPeer::request`] |
 /// | `POST` with a JSON-RPC response to no pending request (unknown, already answered, or its stream has closed), or a malformed one | HTTP 400, `-32600`, no `id` member |
-/// | body over the [limit](McpEndpoint::with_body_limit) (default [`DEFAULT_BODY_LIMIT`]) | HTTP 413, `-32600`, `"id": null` |
+/// | body over the [limit](McpEndpoint::with_body_limit) (default [`DEFAULT_BODY_LIMIT`]) | HTTP 413, `-32600`, `"id": null`, once the rest of the body is read and dropped (up to 4 times the limit, for up to 5 s), so that a client that writes its whole body before it reads sees it too |
 /// | body that is not JSON | HTTP 400, `-32700`, `"id": null` |
 /// | JSON that is not one request object (an array, a string, no `method`, ...) | HTTP 400, `-32600`, the request's `id` if it can be read, else `null` |
 /// | 2026-07-28 request whose headers disagree with the body (below) | HTTP 400, `-32020`, the request's `id` |
@@ -224,7 +224,14 @@ impl<S> McpEndpoint<S> {
 
     /// The largest request body accepted, in bytes (default
     /// [`DEFAULT_BODY_LIMIT`]). A larger body gets HTTP 413 with a `-32600`
-    /// error and `"id": null`, without being read any further.
+    /// error and `"id": null`. Nothing beyond the limit is kept: the rest is
+    /// read and dropped, up to 4 times the limit in all and for at most
+    /// 5 s, so that a client that writes its whole body before it reads
+    /// (Python's `urllib`, for one) gets the answer instead of a broken
+    /// connection. A body declared larger than that is not read, and the
+    /// connection closes after the answer; so does one that goes on longer.
+    /// A client that sent `Expect: 100-continue` gets the answer before it
+    /// sends anything.
     pub fn with_body_limit(mut self, bytes: usize) -> Self {
         self.body_limit = bytes;
         self
