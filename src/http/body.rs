@@ -25,11 +25,11 @@ pub(super) enum BodyError {
 }
 
 /// Read the whole body, stopping as soon as it is known to exceed `limit`;
-/// a body over the limit is then drained (see [`drain_pinned`]).
+/// a body over the limit is then drained (see [`drain`]).
 pub(super) async fn read_body(parts: &Parts, body: Body, limit: usize) -> Result<Bytes, BodyError> {
     let declared = declared_length(&parts.headers);
     if declared.is_some_and(|n| n > u64::try_from(limit).unwrap_or(u64::MAX)) {
-        drain_pinned(parts, std::pin::pin!(body), limit, 0).await;
+        drain(parts, body, limit).await;
         return Err(BodyError::TooLarge);
     }
     let mut body = std::pin::pin!(body);
@@ -51,8 +51,8 @@ pub(super) async fn read_body(parts: &Parts, body: Body, limit: usize) -> Result
     Ok(buf.freeze())
 }
 
-/// Read and drop the rest of a body the endpoint refuses (`read` bytes of
-/// it already read), so that the answer reaches the client.
+/// Read and drop the body of a request the endpoint refuses, so that the
+/// answer reaches the client.
 ///
 /// A client that writes its whole body before it reads (Python's `urllib`,
 /// many simple clients) otherwise finds the connection closed under its
@@ -60,6 +60,10 @@ pub(super) async fn read_body(parts: &Parts, body: Body, limit: usize) -> Result
 /// bounded amount is read: [`DRAIN_FACTOR`] times `limit` in all, for at
 /// most [`DRAIN_TIME`]; a body declared larger is not read at all. After
 /// that the answer goes out and the connection closes.
+pub(super) async fn drain(parts: &Parts, body: Body, limit: usize) {
+    drain_pinned(parts, std::pin::pin!(body), limit, 0).await;
+}
+
 async fn drain_pinned(parts: &Parts, mut body: Pin<&mut Body>, limit: usize, read: usize) {
     // HTTP/2 resets the stream by itself, and a client that sent
     // `Expect: 100-continue` sends no body until told to, which reading
