@@ -92,9 +92,12 @@ pub const DEFAULT_BODY_LIMIT: usize = 4 * 1024 * 1024;
 ///   the response stream ends (the service answered, or the client went
 ///   away), the requests still waiting on it resolve to a `-32603` error and
 ///   are forgotten, and messages sent later are dropped silently.
-/// - [`ClientPeer::notify`] is best effort and never waits: when the client
-///   reads too slowly and 64 messages are waiting, the notification is
-///   dropped.
+/// - [`ClientPeer::notify`] queues the notification at once while fewer
+///   than 64 messages wait for the client; past that its future waits
+///   until the client has read enough (backpressure, so that a slow reader
+///   still gets every message, the last one included), or until the
+///   stream ends, when the notification is dropped. Awaited one after the
+///   other, notifications arrive in the order they were sent.
 ///
 /// If the client disconnects, the service's future is dropped, as it is
 /// for a plain JSON answer.
