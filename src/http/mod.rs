@@ -62,9 +62,9 @@ pub const DEFAULT_BODY_LIMIT: usize = 4 * 1024 * 1024;
 ///
 /// The first two are checked in this order, before anything else, and the
 /// body of a refused request is read and dropped as that of a body over
-/// the limit is. There are no sessions: the endpoint never sends `Mcp-Session-Id`, and a
-/// client's `GET` for a standalone SSE stream gets 405, which Streamable HTTP
-/// clients take as "no such stream".
+/// the limit is. There are no sessions: the endpoint never sends
+/// `Mcp-Session-Id`, and a client's `GET` for a standalone SSE stream gets
+/// 405, which Streamable HTTP clients take as "no such stream".
 ///
 /// ## Server→client messages
 ///
