@@ -312,6 +312,115 @@ mod http {
             "every transition, in order"
         );
     }
+
+    /// Issue "Close the holes", defect 10: a subscriber that stops reading
+    /// while 400 watched tasks end still gets every task's last state, each
+    /// before the answer that closes the stream. Small socket buffers on
+    /// both ends make the stream back up well before that. Failed before
+    /// the fix: notifications that found the 64-slot queue full were
+    /// dropped, and the stream closed with the answer after about a hundred
+    /// of them.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_subscriber_that_reads_late_still_gets_every_last_state_before_the_answer() {
+        const TASKS: usize = 400;
+        let mut c = Client::new(common::layer());
+        c.owner = Some("alice".into());
+        let app = McpEndpoint::new(c.svc.clone())
+            .with_identity(|parts, ext| {
+                if let Some(owner) = parts.headers.get("authorization") {
+                    let owner = owner.to_str().unwrap().trim_start_matches("Bearer ");
+                    ext.insert(TaskOwner::new(owner));
+                }
+            })
+            .into_router("/mcp");
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        // Accepted connections inherit the listener's buffer sizes.
+        socket.set_send_buffer_size(4096).unwrap();
+        socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let listener = socket.listen(16).unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+
+        let mut ids = Vec::new();
+        for _ in 0..TASKS {
+            ids.push(c.start("hang", json!({})).await);
+        }
+        // The same subscription in process, read at once: it says when the
+        // layer has pushed everything.
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let id_refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+        let mut req = listen_request(4, &id_refs, true, Some("alice"));
+        req.extensions.insert(Peer::new(Listener(tx)));
+        let reference = tokio::spawn(c.svc.clone().oneshot(req));
+
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.set_recv_buffer_size(4096).unwrap();
+        let stream = socket.connect(addr).await.unwrap();
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        let listen = rpc(
+            3,
+            "subscriptions/listen",
+            json!({"notifications": {"taskIds": ids}}),
+        );
+        let req = Request::post("/mcp")
+            .header(HOST, addr.to_string())
+            .header(CONTENT_TYPE, "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("authorization", "Bearer alice")
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", "subscriptions/listen")
+            .body(Full::new(Bytes::from(listen.to_string())))
+            .unwrap();
+        let resp = sender.send_request(req).await.unwrap();
+        assert_eq!(resp.headers()[CONTENT_TYPE], "text/event-stream");
+        let mut sse = Sse(resp.into_body(), String::new());
+        let ack = sse.next().await.unwrap();
+        assert_eq!(ack["method"], "notifications/subscriptions/acknowledged");
+        assert_eq!(
+            ack["params"]["notifications"]["taskIds"]
+                .as_array()
+                .unwrap()
+                .len(),
+            TASKS
+        );
+
+        // Every task ends while the subscriber reads nothing.
+        for id in &ids {
+            ok(&c.cancel(id).await);
+        }
+        let mut ended = std::collections::HashSet::new();
+        while ended.len() < TASKS {
+            let (method, params) = rx.recv().await.expect("the reference stays open");
+            if method == "notifications/tasks" && params["status"] == "cancelled" {
+                ended.insert(params["taskId"].as_str().unwrap().to_owned());
+            }
+        }
+        assert_eq!(
+            ok(&reference.await.unwrap().unwrap())["resultType"],
+            "complete"
+        );
+
+        // Now it reads: every task's last state, then the answer.
+        let mut last = std::collections::HashMap::new();
+        let answer = loop {
+            let msg = sse.next().await.expect("the stream ends with the answer");
+            if msg.get("method").is_none() {
+                break msg;
+            }
+            assert_eq!(msg["method"], "notifications/tasks");
+            let task = msg["params"]["taskId"].as_str().unwrap().to_owned();
+            last.insert(task, msg["params"]["status"].as_str().unwrap().to_owned());
+        };
+        assert_eq!(answer["id"], 3);
+        assert_eq!(answer["result"], json!({"resultType": "complete"}));
+        let missing = ids.iter().filter(|id| !last.contains_key(*id)).count();
+        assert_eq!(missing, 0, "{missing} of {TASKS} tasks' ends never came");
+        assert!(last.values().all(|s| s == "cancelled"), "{last:?}");
+        assert!(sse.next().await.is_none(), "nothing after the answer");
+    }
 }
 
 /// A replica of alice's with its own layer over `store`.
