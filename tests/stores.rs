@@ -151,7 +151,10 @@ async fn records_round_trip_exactly<S: TaskStore>(store: S) {
         store.get("fidelity", i64::MAX - 1).await.unwrap().is_some(),
         "a TTL past i64::MAX ms expires at the end of time"
     );
-    let owned = store.list(r.owner.as_deref(), None, 10, T0).await.unwrap();
+    let owned = store
+        .list(r.owner.as_deref(), r.era, None, 10, T0)
+        .await
+        .unwrap();
     assert_eq!(owned.len(), 1);
 }
 
@@ -169,15 +172,25 @@ async fn unowned_tasks_list_apart<S: TaskStore>(store: S) {
         .await
         .unwrap();
     let ids = |page: Vec<Arc<TaskRecord>>| page.iter().map(|r| r.id.clone()).collect::<Vec<_>>();
-    let first = store.list(None, None, 3, T0).await.unwrap();
+    let first = store.list(None, Era::Modern, None, 3, T0).await.unwrap();
     assert_eq!(ids(first.clone()), ["u3", "u2", "u1"]);
     let last = first.last().unwrap();
     let rest = store
-        .list(None, Some((last.created_at_ms, &last.id)), 3, T0)
+        .list(
+            None,
+            Era::Modern,
+            Some((last.created_at_ms, &last.id)),
+            3,
+            T0,
+        )
         .await
         .unwrap();
     assert_eq!(ids(rest), ["u0"]);
-    assert!(store.list(None, None, 0, T0).await.unwrap().is_empty());
+    assert!(store
+        .list(None, Era::Modern, None, 0, T0)
+        .await
+        .unwrap()
+        .is_empty());
 }
 
 #[cfg(feature = "sqlite")]

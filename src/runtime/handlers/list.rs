@@ -27,10 +27,13 @@ impl Engine {
         };
         let owner = self.owner_of(req);
         let page = self.cfg.list_page_size.max(1);
+        // Of this owner and era at the store: the cursor below is made of
+        // the page's last record, so it can only ever name one of theirs.
         let records = self
             .store
             .list(
                 owner.as_deref(),
+                Era::Legacy,
                 after.as_ref().map(|(c, id)| (*c, id.as_str())),
                 page + 1,
                 self.now_ms(),
@@ -42,11 +45,7 @@ impl Engine {
             })?;
         let more = records.len() > page;
         let shown = &records[..records.len().min(page)];
-        let tasks: Vec<Value> = shown
-            .iter()
-            .filter(|r| r.era == Era::Legacy)
-            .map(|r| wire::legacy::task_value(r))
-            .collect();
+        let tasks: Vec<Value> = shown.iter().map(|r| wire::legacy::task_value(r)).collect();
         let mut out = json!({ "tasks": tasks });
         if more {
             if let Some(last) = shown.last() {

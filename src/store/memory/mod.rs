@@ -18,7 +18,7 @@ use std::sync::{Arc, PoisonError, RwLock};
 use self::compact::Done;
 use self::id::Id;
 use self::slot::Slot;
-use super::{BoxFuture, Error, Result, TaskRecord, TaskStore};
+use super::{BoxFuture, Era, Error, Result, TaskRecord, TaskStore};
 
 const SHARDS: usize = 64;
 /// Expired records removed per write lock of a shard while reaping.
@@ -60,8 +60,12 @@ struct Inner {
     hasher: Hasher64,
 }
 
-/// Owner key → `(created_at_ms, id)` of each of its records.
-type OwnerIndex = HashMap<Option<String>, BTreeSet<(i64, Id)>>;
+/// Owner key and era → `(created_at_ms, id)` of each of its records: a
+/// listing walks only the records it may show.
+type OwnerIndex = HashMap<OwnerKey, BTreeSet<(i64, Id)>>;
+
+/// Whose records, of which era.
+type OwnerKey = (Option<String>, Era);
 
 /// Task ids are the layer's 128 random bits, never the client's choice, so
 /// a fast seeded hash will do (SipHash cost ~200 instructions per id, and a
@@ -126,6 +130,7 @@ impl MemoryStore {
 
     fn create_now(&self, record: Arc<TaskRecord>) -> Result<()> {
         let owner = record.owner.clone();
+        let era = record.era;
         let created = record.created_at_ms;
         let expires = record.expires_at_ms();
         // Allocate outside the lock.
@@ -144,7 +149,7 @@ impl MemoryStore {
             }
         }
         write(self.owner_shard(owner.as_deref()))
-            .entry(owner)
+            .entry((owner, era))
             .or_default()
             .insert((created, id));
         Ok(())
@@ -184,7 +189,7 @@ impl MemoryStore {
     }
 
     fn delete_expired_now(&self, now_ms: i64, limit: usize) -> Vec<String> {
-        let mut gone: Vec<(usize, Option<String>, i64, Id)> = Vec::new();
+        let mut gone: Vec<(usize, OwnerKey, i64, Id)> = Vec::new();
         // Freed after the shard locks are released.
         let mut freed: Vec<Slot> = Vec::new();
         for lock in self.inner.shards.iter() {
@@ -217,7 +222,8 @@ impl MemoryStore {
                     if let Some(slot) = shard.tasks.remove(&id) {
                         let owner = slot.owner().map(str::to_owned);
                         let index = self.owner_shard_index(owner.as_deref());
-                        gone.push((index, owner, slot.created_at_ms(), id));
+                        let key = (owner, slot.era());
+                        gone.push((index, key, slot.created_at_ms(), id));
                         freed.push(slot);
                     }
                 }
@@ -241,11 +247,11 @@ impl MemoryStore {
         gone.sort_unstable_by_key(|g| g.0);
         for batch in gone.chunk_by(|a, b| a.0 == b.0) {
             let mut owners = write(&self.inner.owners[batch[0].0]);
-            for (_, owner, created, id) in batch {
-                if let Some(set) = owners.get_mut(owner) {
+            for (_, key, created, id) in batch {
+                if let Some(set) = owners.get_mut(key) {
                     set.remove(&(*created, id.clone()));
                     if set.is_empty() {
-                        owners.remove(owner);
+                        owners.remove(key);
                     }
                 }
             }
@@ -268,11 +274,12 @@ impl MemoryStore {
     fn list_now(
         &self,
         owner: Option<&str>,
+        era: Era,
         after: Option<(i64, &str)>,
         limit: usize,
         now_ms: i64,
     ) -> Vec<Arc<TaskRecord>> {
-        let key = owner.map(str::to_owned);
+        let key = (owner.map(str::to_owned), era);
         let ids: Vec<Id> = {
             let owners = read(self.owner_shard(owner));
             let Some(set) = owners.get(&key) else {
@@ -348,12 +355,13 @@ impl TaskStore for MemoryStore {
     fn list<'a>(
         &'a self,
         owner: Option<&'a str>,
+        era: Era,
         after: Option<(i64, &'a str)>,
         limit: usize,
         now_ms: i64,
     ) -> BoxFuture<'a, Result<Vec<Arc<TaskRecord>>>> {
         Box::pin(std::future::ready(Ok(
-            self.list_now(owner, after, limit, now_ms)
+            self.list_now(owner, era, after, limit, now_ms)
         )))
     }
 }

@@ -93,6 +93,16 @@ impl Engine for Postgres {
                  OR OLD.updated_at_ms IS DISTINCT FROM NEW.updated_at_ms) \
                  EXECUTE FUNCTION \"{n}_notify\"()",
             ],
+            &[
+                // 4: listings are of one owner and one era; the indexes walk
+                // only those rows.
+                "CREATE INDEX IF NOT EXISTS \"{n}_owned_list\" \
+                 ON {t} (owner, era, created_at_ms, id) WHERE owner IS NOT NULL",
+                "CREATE INDEX IF NOT EXISTS \"{n}_unowned_list\" \
+                 ON {t} (era, created_at_ms, id) WHERE owner IS NULL",
+                "DROP INDEX IF EXISTS \"{n}_owner_idx\"",
+                "DROP INDEX IF EXISTS \"{n}_unowned_idx\"",
+            ],
         ],
         migrations_table: "CREATE TABLE IF NOT EXISTS {m} (
             version bigint PRIMARY KEY,
