@@ -45,6 +45,7 @@ where
     racing_replaces_have_one_winner(make().await).await;
     list_is_per_owner_newest_first(make().await).await;
     list_never_shows_another_owner_or_era(make().await).await;
+    list_fills_pages_past_expired_records(make().await).await;
     orphans_are_working_tasks_whose_lease_ran_out(make().await).await;
     ready_reads_agree_with_get(make().await).await;
 }
@@ -388,6 +389,51 @@ pub async fn list_never_shows_another_owner_or_era<S: TaskStore>(store: S) {
         "an ownerless listing shows only ownerless records"
     );
     assert_eq!(nobody.len(), 1);
+}
+
+/// Expired records not reaped yet do not cut a page short: a page holds as
+/// many live records as are left, however many newer ones expired.
+pub async fn list_fills_pages_past_expired_records<S: TaskStore>(store: S) {
+    if !lists(&store).await {
+        return;
+    }
+    for i in 0..3 {
+        store
+            .create(record(&format!("old{i}"), Some("alice"), T0 + i, None))
+            .await
+            .expect("create");
+    }
+    for i in 0..100 {
+        store
+            .create(record(
+                &format!("new{i:03}"),
+                Some("alice"),
+                T0 + 10 + i,
+                Some(1_000),
+            ))
+            .await
+            .expect("create");
+    }
+    let now = T0 + 5_000;
+    let page = store
+        .list(Some("alice"), Era::Modern, None, 2, now)
+        .await
+        .expect("list");
+    let ids: Vec<_> = page.iter().map(|r| r.id.as_str()).collect();
+    assert_eq!(ids, ["old2", "old1"], "a full page of the live records");
+    let last = page.last().expect("page");
+    let rest = store
+        .list(
+            Some("alice"),
+            Era::Modern,
+            Some((last.created_at_ms, &last.id)),
+            2,
+            now,
+        )
+        .await
+        .expect("list");
+    let ids: Vec<_> = rest.iter().map(|r| r.id.as_str()).collect();
+    assert_eq!(ids, ["old0"]);
 }
 
 /// `orphans` finds `working` records whose lease ran out, and nothing else:

@@ -366,6 +366,8 @@ pub trait TaskStore: fmt::Debug + Send + Sync + 'static {
     /// Only records whose owner and era are exactly the ones asked for may
     /// come back: the layer makes its cursor of the last record of a page,
     /// so a record of another owner or era here would leak its id.
+    /// Expired records are skipped, not counted: a page holds `limit`
+    /// records whenever that many live ones are older than `after`.
     fn list<'a>(
         &'a self,
         owner: Option<&'a str>,

@@ -13,6 +13,7 @@ mod tests;
 use std::collections::hash_map::Entry;
 use std::collections::{BTreeSet, HashMap};
 use std::hash::BuildHasher;
+use std::ops::Bound;
 use std::sync::{Arc, PoisonError, RwLock};
 
 use self::compact::Done;
@@ -66,6 +67,10 @@ type OwnerIndex = HashMap<OwnerKey, BTreeSet<(i64, Id)>>;
 
 /// Whose records, of which era.
 type OwnerKey = (Option<String>, Era);
+
+/// Index entries a listing reads per owner-shard lock, beyond what the page
+/// still lacks: a few expired records then cost no second lock.
+const LIST_SLACK: usize = 8;
 
 /// Task ids are the layer's 128 random bits, never the client's choice, so
 /// a fast seeded hash will do (SipHash cost ~200 instructions per id, and a
@@ -271,6 +276,9 @@ impl MemoryStore {
         Some(found.into_record(id))
     }
 
+    /// A page of `owner`'s records of `era`, walked newest first from
+    /// `after` a batch at a time until `limit` live ones are found: expired
+    /// records not reaped yet are skipped, however many there are.
     fn list_now(
         &self,
         owner: Option<&str>,
@@ -280,30 +288,37 @@ impl MemoryStore {
         now_ms: i64,
     ) -> Vec<Arc<TaskRecord>> {
         let key = (owner.map(str::to_owned), era);
-        let ids: Vec<Id> = {
-            let owners = read(self.owner_shard(owner));
-            let Some(set) = owners.get(&key) else {
-                return Vec::new();
+        let mut upper = after.map(|(c, id)| (c, Id::new(id)));
+        let mut out = Vec::with_capacity(limit.min(64));
+        while out.len() < limit {
+            let want = (limit - out.len()).saturating_add(LIST_SLACK);
+            let batch: Vec<(i64, Id)> = {
+                let owners = read(self.owner_shard(owner));
+                let Some(set) = owners.get(&key) else {
+                    break;
+                };
+                let end = upper.clone().map_or(Bound::Unbounded, Bound::Excluded);
+                set.range((Bound::Unbounded, end))
+                    .rev()
+                    .take(want)
+                    .cloned()
+                    .collect()
             };
-            let upper = after.map(|(c, id)| (c, Id::new(id)));
-            // Newest first: walk the (created, id) set backwards from `after`.
-            let iter: Box<dyn Iterator<Item = &(i64, Id)>> = match &upper {
-                Some(bound) => Box::new(set.range(..bound.clone()).rev()),
-                None => Box::new(set.iter().rev()),
-            };
-            // Take a little more than a page: some may have just expired.
-            iter.take(limit.saturating_mul(2).max(limit + 8))
-                .map(|(_, id)| id.clone())
-                .collect()
-        };
-        let mut out = Vec::with_capacity(limit.min(ids.len()));
-        for id in ids {
-            if out.len() == limit {
+            for (_, id) in &batch {
+                if out.len() == limit {
+                    break;
+                }
+                // The index is written apart from the record: check that
+                // the record found is still the one indexed.
+                match self.get_now(id.as_str(), now_ms) {
+                    Some(r) if r.owner.as_deref() == owner && r.era == era => out.push(r),
+                    _ => {}
+                }
+            }
+            if batch.len() < want {
                 break;
             }
-            if let Some(r) = self.get_now(id.as_str(), now_ms) {
-                out.push(r);
-            }
+            upper = batch.last().cloned();
         }
         out
     }
