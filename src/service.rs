@@ -119,7 +119,9 @@ where
                 ResponseFuture::capabilities(self.inner.call(req), Edit::Discover)
             }
             "initialize" if !RequestEra::of(&req).modern => {
-                ResponseFuture::capabilities(self.inner.call(req), Edit::Initialize)
+                // `tasks/list` is served only to callers with an identity.
+                let list = self.engine.owner_of(&req).is_some();
+                ResponseFuture::capabilities(self.inner.call(req), Edit::Initialize { list })
             }
             "tools/list" if !RequestEra::of(&req).modern => {
                 let edit = Edit::ToolsList(self.engine.cfg.policies.clone());

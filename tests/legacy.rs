@@ -91,7 +91,9 @@ async fn send_with_peer(
 /// R64 does not arise: the layer always advertises `tasks.requests.tools.call`,
 /// so a task-augmented call is always served as a task (R63).
 async fn r59_r64_initialize_advertises_tasks_capabilities() {
-    let c = Client::new(layer());
+    let mut c = Client::new(layer());
+    // `tasks.list` only to a caller with an identity (tests/hostile/owners.rs).
+    c.owner = Some("alice".into());
     let r = c.send("initialize", json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}})).await;
     let caps = &ok(&r)["capabilities"];
     assert_eq!(
@@ -437,7 +439,8 @@ impl TaskStore for NoListStore {
 
 #[tokio::test(start_paused = true)]
 async fn r77_list_without_store_support_is_method_not_found() {
-    let c = Client::new(common::layer_on(NoListStore(MemoryStore::new())));
+    let mut c = Client::new(common::layer_on(NoListStore(MemoryStore::new())));
+    c.owner = Some("alice".into());
     let r = c.send("tasks/list", json!({})).await;
     assert_eq!(err(&r).code, -32601, "R77");
 }
@@ -445,6 +448,7 @@ async fn r77_list_without_store_support_is_method_not_found() {
 #[tokio::test(start_paused = true)]
 async fn q9_one_store_holds_both_eras_and_each_sees_only_its_own() {
     let mut c = Client::new(layer());
+    c.owner = Some("alice".into());
     let legacy = start(&c, "ask", json!({}), None).await["taskId"]
         .as_str()
         .unwrap()

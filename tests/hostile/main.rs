@@ -17,6 +17,7 @@ mod common;
 mod cases;
 mod client;
 mod defects;
+mod owners;
 mod world;
 
 use common::wire::{send, Chunked};
