@@ -166,6 +166,10 @@ where
             Ok(false) => return ResponseFuture::passthrough(self.inner.call(req)),
             Err(e) => return answer(JsonRpcResponse::error(req.id, e)),
         }
+        let owner = self.engine.owner_of(&req);
+        if let Err(e) = self.engine.check_identity(owner.as_deref()) {
+            return answer(JsonRpcResponse::error(req.id, e));
+        }
         // The copy a task would store, made once: its length is the size
         // the limit is about.
         let kept = match KeptCall::of(&req, &self.engine.cfg.limits) {
@@ -174,7 +178,6 @@ where
         };
         self.engine.ensure_background();
         self.engine.register_invoker(&self.inner);
-        let owner = self.engine.owner_of(&req);
         let era = era.store_era();
         let Ok(reservation) = self.engine.reserve_slot(owner.as_deref()) else {
             return self.tools_call_after_recount(req, kept, owner, era, policy);

@@ -167,3 +167,40 @@ async fn cursors_name_only_the_callers_own_tasks_of_her_era() {
         "alice's cursor shows bob only his own: {reply}"
     );
 }
+
+/// `with_identity_required(true)`: a `tools/call` that would make a task
+/// gets `-32600` (HTTP 200) from an anonymous caller, in both eras, before
+/// its handler runs; a call that makes no task, and an identified caller's
+/// task, pass as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_identity_required_layer_makes_no_task_for_an_anonymous_caller() {
+    let server = start_with(common::layer().with_identity_required(true)).await;
+    let addr = server.addr;
+    let refusals = [
+        modern(1, "tools/call", json!({ "name": "hang", "arguments": {} })),
+        legacy(2, "tools/call", json!({ "name": "hang", "task": {} })),
+        modern(3, "tools/call", json!({ "name": "slow", "arguments": {} })),
+    ];
+    for body in &refusals {
+        let (status, reply) = call(addr, body, None).await;
+        assert_eq!(status, 200, "{body}: {reply}");
+        assert_eq!(reply["id"], body["id"]);
+        assert_eq!(reply["error"]["code"], -32600, "{body}: {reply}");
+        assert_eq!(
+            reply["error"]["message"],
+            "Invalid request: a task needs an identified caller"
+        );
+    }
+    assert_eq!(server.seen.calls("hang"), 0, "no handler ran");
+    assert_eq!(server.seen.calls("slow"), 0, "no handler ran");
+    let echo = modern(
+        4,
+        "tools/call",
+        json!({ "name": "echo", "arguments": { "text": "hi" } }),
+    );
+    let (status, reply) = call(addr, &echo, None).await;
+    assert_eq!(status, 200);
+    assert_eq!(reply["result"]["content"][0]["text"], "hi", "{reply}");
+    let (_, reply) = call(addr, &refusals[0], Some(ALICE)).await;
+    assert_eq!(reply["result"]["resultType"], "task", "{reply}");
+}
