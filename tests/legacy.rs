@@ -73,6 +73,19 @@ impl ClientPeer for TestPeer {
     }
 }
 
+/// A client that takes input requests and never answers them.
+#[derive(Clone)]
+struct SilentPeer;
+
+impl ClientPeer for SilentPeer {
+    fn request(&self, _: String, _: Value) -> BoxFuture<'static, Result<Value, JsonRpcError>> {
+        Box::pin(std::future::pending())
+    }
+    fn notify(&self, _: String, _: Value) -> BoxFuture<'static, ()> {
+        Box::pin(async {})
+    }
+}
+
 async fn send_with_peer(
     c: &Client,
     method: &str,
@@ -329,6 +342,22 @@ async fn r52_r73_r74_list_pages_the_callers_tasks_newest_first() {
         listed.iter().all(|t| *t == bobs["taskId"]),
         "R52: no foreign task through a cursor"
     );
+}
+
+/// R50 (defect 9): a `tasks/result` that delivers input to a client that
+/// never answers still ends when the task expires, with `-32602`. Before
+/// the fix it waited for that answer forever.
+#[tokio::test(start_paused = true)]
+async fn r50_tasks_result_waiting_on_a_silent_client_ends_at_expiry() {
+    let c = Client::new(layer());
+    let task = start(&c, "ask", json!({}), Some(2_000)).await;
+    let mut req = JsonRpcRequest::new(9_001, "tasks/result", json!({"taskId": task["taskId"]}));
+    req.extensions.insert(Peer::new(SilentPeer));
+    let r = tokio::time::timeout(Duration::from_secs(60), c.svc.clone().oneshot(req))
+        .await
+        .expect("tasks/result answers when the task expires")
+        .unwrap();
+    assert_eq!(err(&r).code, -32602, "R50");
 }
 
 #[tokio::test(start_paused = true)]
