@@ -504,6 +504,44 @@ async fn r48_a_watched_task_that_expires_ends_the_subscription_at_its_ttl() {
     assert_eq!(err(&c.get(&id).await).code, -32602, "R48: gone");
 }
 
+/// R34, R56: a partial answer leaves the task `input_required` and, in the
+/// same millisecond, its `lastUpdatedAt` as it was; it is pushed all the
+/// same, with only the keys still outstanding. Before the fix the stream
+/// took it for a lease renewal and pushed nothing.
+#[tokio::test(start_paused = true)]
+async fn r34_r56_a_partial_answer_is_pushed_with_the_keys_left() {
+    let mut c = Client::new(common::layer());
+    c.owner = Some("alice".into());
+    let id = c.start("ask2", json!({})).await;
+    let asked = c.wait_for(&id, TaskStatus::InputRequired).await;
+    let (mut rx, listening) = listen_to(&c, &[&id]);
+    acknowledged(&mut rx, &[&id]).await;
+    ok(&c.update(&id, json!({"a": accept("v", "1")})).await);
+    let (method, params) = tokio::time::timeout(Duration::from_secs(20), rx.recv())
+        .await
+        .expect("the partial answer is pushed")
+        .unwrap();
+    assert_eq!(method, "notifications/tasks");
+    assert_eq!(params["status"], "input_required");
+    assert_eq!(params["lastUpdatedAt"], asked["lastUpdatedAt"], "same ms");
+    let keys: Vec<_> = params["inputRequests"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .collect();
+    assert_eq!(keys, ["b"], "only the key left");
+    ok(&c.update(&id, json!({"b": accept("v", "2")})).await);
+    let mut statuses = Vec::new();
+    while let Some((_, params)) = rx.recv().await {
+        statuses.push(params["status"].as_str().unwrap().to_owned());
+    }
+    assert_eq!(statuses, ["working", "completed"]);
+    assert_eq!(
+        ok(&listening.await.unwrap().unwrap())["resultType"],
+        "complete"
+    );
+}
+
 /// Defect 9 on PostgreSQL: reaping is a `DELETE`, which no change feed
 /// reports, and with a feed nothing re-reads on a timer; still, when the
 /// TTL of a watched task runs out the stream ends, and a blocked 2025-11-25

@@ -243,9 +243,10 @@ impl Subscription<'_> {
             return;
         }
         let now = LastPushed::of(r);
-        // A lease renewal is a new version that shows nothing new.
-        let visible = (now.status, now.updated_at_ms, now.round)
-            != (seen.status, seen.updated_at_ms, seen.round);
+        // A lease renewal is a new version that shows nothing new. A
+        // partial answer may keep the status and, in the same millisecond,
+        // `lastUpdatedAt`: it shows fewer input requests.
+        let visible = now.shown() != seen.shown();
         *seen = now;
         if !visible {
             return;
@@ -265,6 +266,9 @@ struct LastPushed {
     status: TaskStatus,
     updated_at_ms: i64,
     round: u32,
+    /// Within one input round, keys are only ever answered, never added:
+    /// their number tells a partial answer.
+    outstanding: usize,
     expires_at_ms: Option<i64>,
 }
 
@@ -275,7 +279,18 @@ impl LastPushed {
             status: r.status,
             updated_at_ms: r.updated_at_ms,
             round: r.round,
+            outstanding: r.input_requests.len(),
             expires_at_ms: r.expires_at_ms(),
         }
+    }
+
+    /// What a client could tell apart between two versions.
+    fn shown(&self) -> (TaskStatus, i64, u32, usize) {
+        (
+            self.status,
+            self.updated_at_ms,
+            self.round,
+            self.outstanding,
+        )
     }
 }
