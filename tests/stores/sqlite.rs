@@ -98,7 +98,8 @@ async fn sqlite_records_survive_reopening() {
 }
 
 /// A table made by the first schema (no lease column) is migrated in
-/// place, and a `working` task leased under it is found as an orphan.
+/// place: a `working` task leased under it is found as an orphan, and it
+/// lists in its era only.
 #[tokio::test]
 async fn sqlite_upgrades_a_first_schema_table_and_finds_its_orphans() {
     use mcp_task_layer::store::Lease;
@@ -148,6 +149,11 @@ async fn sqlite_upgrades_a_first_schema_table_and_finds_its_orphans() {
     let found = store.orphans(T0 + 2_000, 10).await.unwrap();
     assert_eq!(found.len(), 1, "the leased task of the old schema");
     assert_eq!(*found[0], r);
+    // Migration 3's index lists per owner and era.
+    let listed = store.list(Some("alice"), Era::Modern, None, 10, T0);
+    assert_eq!(listed.await.unwrap().len(), 1);
+    let other = store.list(Some("alice"), Era::Legacy, None, 10, T0);
+    assert!(other.await.unwrap().is_empty(), "another era lists apart");
 }
 
 #[tokio::test]

@@ -102,6 +102,16 @@ impl Engine for Postgres {
                  ON {t} (era, created_at_ms, id) WHERE owner IS NULL",
                 "DROP INDEX IF EXISTS \"{n}_owner_idx\"",
                 "DROP INDEX IF EXISTS \"{n}_unowned_idx\"",
+                // Migration 3 skipped every write that kept `status` and
+                // `updated_at_ms`, and so a partial answer in the same
+                // millisecond. Skip only what a renewal is: a write that
+                // moves the lease and nothing a client sees.
+                "DROP TRIGGER IF EXISTS \"{n}_changes\" ON {t}",
+                "CREATE TRIGGER \"{n}_changes\" AFTER UPDATE ON {t} FOR EACH ROW \
+                 WHEN (OLD.status IS DISTINCT FROM NEW.status \
+                 OR OLD.updated_at_ms IS DISTINCT FROM NEW.updated_at_ms \
+                 OR OLD.lease_until_ms IS NOT DISTINCT FROM NEW.lease_until_ms) \
+                 EXECUTE FUNCTION \"{n}_notify\"()",
             ],
         ],
         migrations_table: "CREATE TABLE IF NOT EXISTS {m} (
