@@ -96,6 +96,8 @@ pub(crate) struct Config {
     /// The 2026-07-28-style protocol versions the layer serves; any other
     /// named in a request's `_meta` gets `-32022`.
     pub(crate) supported_versions: Arc<[String]>,
+    /// Whether a `tools/call` that may become a task needs an owner.
+    pub(crate) identity_required: bool,
 }
 
 impl Default for Config {
@@ -117,6 +119,7 @@ impl Default for Config {
             lease_ttl: Duration::from_secs(30),
             recovery: Recovery::Fail,
             supported_versions: Arc::from([PROTOCOL_2026_07_28.to_owned()]),
+            identity_required: false,
         }
     }
 }
@@ -133,6 +136,7 @@ impl fmt::Debug for Config {
             .field("task_window", &self.task_window)
             .field("reap_interval", &self.reap_interval)
             .field("supported_versions", &self.supported_versions)
+            .field("identity_required", &self.identity_required)
             .finish_non_exhaustive()
     }
 }

@@ -183,6 +183,24 @@ impl TaskLayer {
         self.map_config(|c| c.owner = f)
     }
 
+    /// Whether a `tools/call` that may become a task is refused when the
+    /// request has no owner (default `false`).
+    ///
+    /// Turn it on for a server on a network: there, a caller without an
+    /// identity is anyone, and every such caller shares one owner key, so
+    /// each can read, cancel and answer any ownerless task whose id it
+    /// learns (ids are 128 random bits, so it must learn one; it cannot
+    /// list them, as `tasks/list` is offered only to callers with an
+    /// identity). With the option on, such a call (of a `Task` tool, or an
+    /// `Auto` one, which may become a task) gets `-32600` ("Invalid
+    /// request: a task needs an identified caller") before its handler
+    /// runs; calls that never become a task pass as before. Leave it off
+    /// for a single-user server, such as one on stdio, whose one client
+    /// has no identity to give.
+    pub fn with_identity_required(self, required: bool) -> Self {
+        self.map_config(|c| c.identity_required = required)
+    }
+
     /// Task events (one per successful status change) from every service of
     /// this layer: the writes of this replica, not of others sharing its
     /// store (their changes reach subscriptions through

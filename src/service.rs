@@ -119,7 +119,9 @@ where
                 ResponseFuture::capabilities(self.inner.call(req), Edit::Discover)
             }
             "initialize" if !RequestEra::of(&req).modern => {
-                ResponseFuture::capabilities(self.inner.call(req), Edit::Initialize)
+                // `tasks/list` is served only to callers with an identity.
+                let list = self.engine.owner_of(&req).is_some();
+                ResponseFuture::capabilities(self.inner.call(req), Edit::Initialize { list })
             }
             "tools/list" if !RequestEra::of(&req).modern => {
                 let edit = Edit::ToolsList(self.engine.cfg.policies.clone());
@@ -164,6 +166,10 @@ where
             Ok(false) => return ResponseFuture::passthrough(self.inner.call(req)),
             Err(e) => return answer(JsonRpcResponse::error(req.id, e)),
         }
+        let owner = self.engine.owner_of(&req);
+        if let Err(e) = self.engine.check_identity(owner.as_deref()) {
+            return answer(JsonRpcResponse::error(req.id, e));
+        }
         // The copy a task would store, made once: its length is the size
         // the limit is about.
         let kept = match KeptCall::of(&req, &self.engine.cfg.limits) {
@@ -172,7 +178,6 @@ where
         };
         self.engine.ensure_background();
         self.engine.register_invoker(&self.inner);
-        let owner = self.engine.owner_of(&req);
         let era = era.store_era();
         let Ok(reservation) = self.engine.reserve_slot(owner.as_deref()) else {
             return self.tools_call_after_recount(req, kept, owner, era, policy);

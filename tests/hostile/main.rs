@@ -18,6 +18,7 @@ mod cases;
 mod client;
 mod defects;
 mod edges;
+mod owners;
 mod world;
 
 use common::wire::{send, Chunked};

@@ -170,6 +170,18 @@ impl TaskCandidate {
 }
 
 impl Engine {
+    /// Refuse a `tools/call` that may become a task when the layer requires
+    /// an identity and the caller has none
+    /// ([`TaskLayer::with_identity_required`](crate::TaskLayer::with_identity_required)).
+    pub(crate) fn check_identity(&self, owner: Option<&str>) -> Result<(), JsonRpcError> {
+        if self.cfg.identity_required && owner.is_none() {
+            return Err(JsonRpcError::invalid_request(
+                "a task needs an identified caller",
+            ));
+        }
+        Ok(())
+    }
+
     /// Run a `tools/call` that may become a task: wait up to the policy's
     /// window for the handler, answer synchronously (or with plain MRTR) if
     /// it finished, otherwise store a task and keep the handler running.

@@ -74,16 +74,10 @@ impl Engine {
                     )
                     .with_data(json!({ "taskId": record.id, "status": status })))
                 }
-                (TaskStatus::InputRequired, _) if peer.is_some() => {
-                    if let Some(peer) = &peer {
-                        self.deliver_inputs(svc.clone(), peer, &record, owner.as_deref())
-                            .await?;
-                    }
-                    continue;
-                }
                 _ => {}
             }
-            // Wait for a change of this task, or its expiry.
+            // Wait for a change of this task, or its expiry: reaping is no
+            // write anyone hears of, so the timer is what ends the wait.
             let expiry = record.expires_at_ms().map(|at| {
                 let left = u64::try_from(at.saturating_sub(self.now_ms())).unwrap_or(0);
                 tokio::time::Instant::now() + Duration::from_millis(left)
@@ -95,6 +89,17 @@ impl Engine {
                 }
             };
             tokio::pin!(expired);
+            if let (TaskStatus::InputRequired, Some(peer)) = (record.status, &peer) {
+                // A client that never answers must not hold the call past
+                // the task's end either.
+                tokio::select! {
+                    delivered = self.deliver_inputs(svc.clone(), peer, &record, owner.as_deref()) => {
+                        delivered?;
+                    }
+                    () = &mut expired => {}
+                }
+                continue;
+            }
             // Without a change feed, another replica's write shows up only
             // when read again.
             let resync = async {
