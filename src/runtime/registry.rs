@@ -7,7 +7,7 @@
 //! ended or gone, and expiry (swept by the reaper whoever deleted it).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use tokio_util::sync::CancellationToken;
@@ -37,7 +37,12 @@ pub(crate) struct LocalTask {
     /// Which entry this is: a run forgets only its own entry, never the
     /// one a re-run of the same task made after it.
     generation: u64,
+    /// The owner's count this entry is in, given back when it is forgotten.
+    slot: Option<OwnerCount>,
 }
+
+/// How many unfinished tasks (and held slots) one owner has here.
+type OwnerCount = Arc<AtomicUsize>;
 
 impl LocalTask {
     /// The entry of a task first written here: `token` is the one its
@@ -51,6 +56,7 @@ impl LocalTask {
             owner: record.owner.clone(),
             expires_at_ms: record.expires_at_ms(),
             generation: 0,
+            slot: None,
         }
     }
 }
@@ -64,8 +70,13 @@ pub(crate) fn task_span(id: &str, tool: &str) -> Span {
 #[derive(Debug, Default)]
 pub(crate) struct Registry {
     tasks: Mutex<HashMap<String, LocalTask>>,
-    /// Unfinished tasks per owner among `tasks`, plus reserved slots.
-    per_owner: Mutex<HashMap<Option<String>, usize>>,
+    /// Unfinished tasks per owner among `tasks`, plus reserved slots. A
+    /// count at zero stays until the reaper's sweep: giving a slot back is
+    /// one atomic decrement, no lookup.
+    per_owner: Mutex<HashMap<Option<String>, OwnerCount>>,
+    /// How many entries `tasks` has: a read that finds a task ended looks
+    /// it up only when there is anything to find.
+    len: AtomicUsize,
     generations: AtomicU64,
 }
 
@@ -74,23 +85,23 @@ pub(crate) struct Registry {
 #[derive(Debug)]
 pub(crate) struct Reservation {
     registry: Arc<Registry>,
-    owner: Option<String>,
-    held: bool,
+    /// `None` once a task took the slot.
+    count: Option<OwnerCount>,
 }
 
 impl Reservation {
     /// The task the slot was held for was written: it is tracked now.
     pub(crate) fn commit(mut self, id: &str, mut local: LocalTask) {
-        self.held = false;
         local.generation = self.registry.next_generation();
-        self.registry.tasks().insert(id.to_owned(), local);
+        local.slot = self.count.take();
+        self.registry.insert(id, local);
     }
 }
 
 impl Drop for Reservation {
     fn drop(&mut self) {
-        if self.held {
-            self.registry.release(&self.owner);
+        if let Some(count) = self.count.take() {
+            count.fetch_sub(1, Ordering::AcqRel);
         }
     }
 }
@@ -100,7 +111,7 @@ impl Registry {
         self.tasks.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn per_owner(&self) -> MutexGuard<'_, HashMap<Option<String>, usize>> {
+    fn per_owner(&self) -> MutexGuard<'_, HashMap<Option<String>, OwnerCount>> {
         self.per_owner
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -110,14 +121,24 @@ impl Registry {
         self.generations.fetch_add(1, Ordering::Relaxed) + 1
     }
 
-    fn release(&self, owner: &Option<String>) {
-        let mut owners = self.per_owner();
-        if let Some(n) = owners.get_mut(owner) {
-            *n = n.saturating_sub(1);
-            if *n == 0 {
-                owners.remove(owner);
+    /// The count of `owner`, made if it has none.
+    fn count_of(&self, owner: Option<&str>) -> OwnerCount {
+        Arc::clone(
+            self.per_owner()
+                .entry(owner.map(str::to_owned))
+                .or_default(),
+        )
+    }
+
+    fn insert(&self, id: &str, local: LocalTask) -> Option<LocalTask> {
+        let old = self.tasks().insert(id.to_owned(), local);
+        match &old {
+            Some(old) => release(old),
+            None => {
+                self.len.fetch_add(1, Ordering::AcqRel);
             }
         }
+        old
     }
 
     /// Hold one of `owner`'s `max` slots, or the `-32602` error if all are
@@ -128,25 +149,27 @@ impl Registry {
         owner: Option<&str>,
         max: usize,
     ) -> Result<Reservation, JsonRpcError> {
-        let owner = owner.map(str::to_owned);
-        {
-            let mut owners = self.per_owner();
-            let active = owners.entry(owner.clone()).or_default();
-            if *active >= max {
-                let active = *active;
-                if active == 0 {
-                    owners.remove(&owner);
-                }
+        let count = self.count_of(owner);
+        let mut active = count.load(Ordering::Acquire);
+        loop {
+            if active >= max {
                 return Err(JsonRpcError::invalid_params(format!(
                     "the caller already has {active} unfinished tasks; at most {max} are allowed"
                 )));
             }
-            *active += 1;
+            match count.compare_exchange_weak(
+                active,
+                active + 1,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => break,
+                Err(now) => active = now,
+            }
         }
         Ok(Reservation {
             registry: Arc::clone(self),
-            owner,
-            held: true,
+            count: Some(count),
         })
     }
 
@@ -156,43 +179,45 @@ impl Registry {
         if let Some(local) = self.get(&record.id) {
             return local;
         }
-        let mut local = LocalTask::new(record, CancellationToken::new(), None);
-        local.generation = self.next_generation();
+        let local = self.counted(record);
         let mut tasks = self.tasks();
         if let Some(raced) = tasks.get(&record.id) {
-            return raced.clone();
+            let raced = raced.clone();
+            drop(tasks);
+            release(&local);
+            return raced;
         }
         tasks.insert(record.id.clone(), local.clone());
-        drop(tasks);
-        *self.per_owner().entry(local.owner.clone()).or_default() += 1;
+        self.len.fetch_add(1, Ordering::AcqRel);
+        local
+    }
+
+    /// A new entry for `record`, counted in its owner's count.
+    fn counted(&self, record: &TaskRecord) -> LocalTask {
+        let mut local = LocalTask::new(record, CancellationToken::new(), None);
+        local.generation = self.next_generation();
+        let count = self.count_of(record.owner.as_deref());
+        count.fetch_add(1, Ordering::AcqRel);
+        local.slot = Some(count);
         local
     }
 
     /// A new entry for a task run again from the top: a token of its own
     /// (the old run's token stops only the old run), the same span.
     pub(crate) fn rerun(&self, record: &TaskRecord) -> LocalTask {
-        let mut local = LocalTask::new(record, CancellationToken::new(), None);
-        local.generation = self.next_generation();
-        let mut tasks = self.tasks();
-        let fresh = match tasks.get(&record.id) {
-            Some(old) => {
-                local.span = old.span.clone();
-                false
-            }
-            None => true,
-        };
-        tasks.insert(record.id.clone(), local.clone());
-        drop(tasks);
-        if fresh {
-            *self.per_owner().entry(local.owner.clone()).or_default() += 1;
+        let mut local = self.counted(record);
+        if let Some(old) = self.tasks().get(&record.id) {
+            local.span = old.span.clone();
         }
+        self.insert(&record.id, local.clone());
         local
     }
 
     /// Forget a task (it ended, or is gone), returning what was known.
     pub(crate) fn forget(&self, id: &str) -> Option<LocalTask> {
         let local = self.tasks().remove(id)?;
-        self.release(&local.owner);
+        self.len.fetch_sub(1, Ordering::AcqRel);
+        release(&local);
         Some(local)
     }
 
@@ -205,7 +230,8 @@ impl Registry {
         {
             if let Some(gone) = tasks.remove(id) {
                 drop(tasks);
-                self.release(&gone.owner);
+                self.len.fetch_sub(1, Ordering::AcqRel);
+                release(&gone);
             }
         }
     }
@@ -213,6 +239,9 @@ impl Registry {
     /// Forget a task found ended or gone, and stop its handler here if one
     /// still runs.
     pub(crate) fn forget_ended(&self, id: &str) {
+        if self.len.load(Ordering::Acquire) == 0 {
+            return;
+        }
         if let Some(local) = self.forget(id) {
             local.token.cancel();
         }
@@ -230,9 +259,13 @@ impl Registry {
                 .collect();
             ids.iter().filter_map(|id| tasks.remove(id)).collect()
         };
+        self.len.fetch_sub(expired.len(), Ordering::AcqRel);
         for local in &expired {
-            self.release(&local.owner);
+            release(local);
         }
+        // Owners with nothing here any more (and no slot held): dropped.
+        self.per_owner()
+            .retain(|_, count| count.load(Ordering::Acquire) > 0 || Arc::strong_count(count) > 1);
         expired
     }
 
@@ -264,5 +297,12 @@ impl Registry {
                 local.token.cancel();
             }
         }
+    }
+}
+
+/// Give back the owner's slot an entry held.
+fn release(local: &LocalTask) {
+    if let Some(count) = &local.slot {
+        count.fetch_sub(1, Ordering::AcqRel);
     }
 }
