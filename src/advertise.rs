@@ -14,8 +14,9 @@ use crate::protocol::TASKS_EXTENSION;
 pub(crate) enum Edit {
     /// `server/discover`: advertise the 2026-07-28 extension.
     Discover,
-    /// 2025-11-25 `initialize`: advertise `capabilities.tasks`.
-    Initialize,
+    /// 2025-11-25 `initialize`: advertise `capabilities.tasks`, with
+    /// `tasks.list` only if `list` (the caller has an identity).
+    Initialize { list: bool },
     /// 2025-11-25 `tools/list`: each tool's `execution.taskSupport`.
     ToolsList(Arc<ToolPolicies>),
 }
@@ -35,12 +36,14 @@ fn object<'a>(map: &'a mut Map<String, Value>, key: &str) -> &'a mut Map<String,
 
 pub(crate) fn apply(edit: &Edit, result: &mut Map<String, Value>) {
     match edit {
-        Edit::Initialize => {
+        Edit::Initialize { list } => {
             let caps = object(result, "capabilities");
-            caps.insert(
-                "tasks".into(),
-                serde_json::json!({ "list": {}, "cancel": {}, "requests": { "tools": { "call": {} } } }),
-            );
+            let mut tasks =
+                serde_json::json!({ "cancel": {}, "requests": { "tools": { "call": {} } } });
+            if *list {
+                tasks["list"] = Value::Object(Map::new());
+            }
+            caps.insert("tasks".into(), tasks);
         }
         Edit::ToolsList(policies) => {
             if let Some(Value::Array(tools)) = result.get_mut("tools") {

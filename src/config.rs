@@ -12,6 +12,7 @@ use crate::clock::ms;
 use crate::context::TaskOwner;
 use crate::jsonrpc::JsonRpcRequest;
 use crate::limits::Limits;
+use crate::protocol::PROTOCOL_2026_07_28;
 
 /// How a tool's calls become tasks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -72,6 +73,10 @@ impl ToolPolicies {
     }
 }
 
+/// The shortest TTL a task gets, in milliseconds, whatever a 2025-11-25
+/// client asks for: a task must outlive the answer that names it.
+pub(crate) const MIN_TASK_TTL_MS: u64 = 1_000;
+
 /// Everything the builder sets.
 #[derive(Clone)]
 pub(crate) struct Config {
@@ -88,6 +93,11 @@ pub(crate) struct Config {
     pub(crate) owner: OwnerFn,
     pub(crate) lease_ttl: Duration,
     pub(crate) recovery: Recovery,
+    /// The 2026-07-28-style protocol versions the layer serves; any other
+    /// named in a request's `_meta` gets `-32022`.
+    pub(crate) supported_versions: Arc<[String]>,
+    /// Whether a `tools/call` that may become a task needs an owner.
+    pub(crate) identity_required: bool,
 }
 
 impl Default for Config {
@@ -108,6 +118,8 @@ impl Default for Config {
             owner: Arc::new(default_owner),
             lease_ttl: Duration::from_secs(30),
             recovery: Recovery::Fail,
+            supported_versions: Arc::from([PROTOCOL_2026_07_28.to_owned()]),
+            identity_required: false,
         }
     }
 }
@@ -123,6 +135,8 @@ impl fmt::Debug for Config {
             .field("cancel_grace", &self.cancel_grace)
             .field("task_window", &self.task_window)
             .field("reap_interval", &self.reap_interval)
+            .field("supported_versions", &self.supported_versions)
+            .field("identity_required", &self.identity_required)
             .finish_non_exhaustive()
     }
 }
@@ -132,15 +146,17 @@ impl Config {
         self.policies.of(tool)
     }
 
-    /// The TTL a new task gets when `requested` is asked for.
+    /// The TTL a new task gets when `requested` is asked for: at most the
+    /// maximum, at least [`MIN_TASK_TTL_MS`].
     pub(crate) fn ttl_ms(&self, requested: Option<u64>) -> Option<u64> {
         let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
         let wanted = requested.or(self.default_ttl.map(ms));
-        match (wanted, self.max_ttl.map(ms)) {
+        let ttl = match (wanted, self.max_ttl.map(ms)) {
             (Some(w), Some(max)) => Some(w.min(max)),
             (None, Some(max)) => Some(max),
             (w, None) => w,
-        }
+        };
+        ttl.map(|t| t.max(MIN_TASK_TTL_MS))
     }
 
     /// How long a lease runs from now, in milliseconds.

@@ -22,25 +22,46 @@ pub(crate) struct RequestEra {
 
 impl RequestEra {
     pub(crate) fn of(req: &JsonRpcRequest) -> Self {
+        Self::read(req).0
+    }
+
+    /// The era of a request the layer serves itself: a 2026-07-28-style
+    /// request must name a version the layer supports, else `-32022`
+    /// before anything else is looked at (docs/requirements.md, errors).
+    pub(crate) fn admitted(
+        req: &JsonRpcRequest,
+        supported: &[String],
+    ) -> Result<Self, JsonRpcError> {
+        let (era, version) = Self::read(req);
+        match version {
+            Some(v) if !supported.iter().any(|s| s == v) => {
+                Err(JsonRpcError::unsupported_protocol_version(v, supported))
+            }
+            _ => Ok(era),
+        }
+    }
+
+    fn read(req: &JsonRpcRequest) -> (Self, Option<&str>) {
         let Some(meta) = req.meta() else {
-            return RequestEra {
+            let legacy = RequestEra {
                 modern: false,
                 tasks_declared: false,
             };
+            return (legacy, None);
         };
-        let modern = meta
-            .get(META_PROTOCOL_VERSION)
-            .is_some_and(Value::is_string);
+        let version = meta.get(META_PROTOCOL_VERSION).and_then(Value::as_str);
+        let modern = version.is_some();
         let tasks_declared = modern
             && meta
                 .get(META_CLIENT_CAPABILITIES)
                 .and_then(|c| c.get("extensions"))
                 .and_then(|e| e.get(TASKS_EXTENSION))
                 .is_some_and(Value::is_object);
-        RequestEra {
+        let era = RequestEra {
             modern,
             tasks_declared,
-        }
+        };
+        (era, version)
     }
 
     /// The era a task made by this request is stored under.

@@ -138,6 +138,15 @@ impl JsonRpcError {
         )
         .with_data(serde_json::json!({ "requiredCapabilities": required }))
     }
+
+    /// `-32022`: the request's protocol version is not one of `supported`.
+    pub fn unsupported_protocol_version(requested: &str, supported: &[String]) -> Self {
+        Self::new(
+            code::UNSUPPORTED_PROTOCOL_VERSION,
+            "Unsupported protocol version",
+        )
+        .with_data(serde_json::json!({ "supported": supported, "requested": requested }))
+    }
 }
 
 impl fmt::Display for JsonRpcError {

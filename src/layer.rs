@@ -106,7 +106,9 @@ impl TaskLayer {
     }
 
     /// The longest TTL any task gets, whatever a 2025-11-25 client asks
-    /// for; `None` allows unlimited tasks (default one day).
+    /// for; `None` allows unlimited tasks (default one day). No task gets
+    /// less than one second, however little a client asks for: the
+    /// answers show the TTL a task really has.
     pub fn with_max_ttl(self, ttl: Option<Duration>) -> Self {
         self.map_config(|c| c.max_ttl = ttl)
     }
@@ -152,6 +154,20 @@ impl TaskLayer {
         self.map_config(|c| c.recovery = recovery)
     }
 
+    /// The protocol versions a 2026-07-28-style request may name in its
+    /// `_meta` (default `["2026-07-28"]`). Any other gets `-32022`
+    /// (HTTP 400) with the supported list, on every method the layer
+    /// serves, before a task exists. 2025-11-25 requests carry no
+    /// per-request version; their version is the session's.
+    pub fn with_supported_versions<I, V>(self, versions: I) -> Self
+    where
+        I: IntoIterator<Item = V>,
+        V: Into<String>,
+    {
+        let versions: Arc<[String]> = versions.into_iter().map(Into::into).collect();
+        self.map_config(|c| c.supported_versions = versions)
+    }
+
     /// How often expired tasks are reaped (default every second).
     pub fn with_reap_interval(self, interval: Duration) -> Self {
         self.map_config(|c| c.reap_interval = interval)
@@ -165,6 +181,24 @@ impl TaskLayer {
     {
         let f: OwnerFn = Arc::new(extract);
         self.map_config(|c| c.owner = f)
+    }
+
+    /// Whether a `tools/call` that may become a task is refused when the
+    /// request has no owner (default `false`).
+    ///
+    /// Turn it on for a server on a network: there, a caller without an
+    /// identity is anyone, and every such caller shares one owner key, so
+    /// each can read, cancel and answer any ownerless task whose id it
+    /// learns (ids are 128 random bits, so it must learn one; it cannot
+    /// list them, as `tasks/list` is offered only to callers with an
+    /// identity). With the option on, such a call (of a `Task` tool, or an
+    /// `Auto` one, which may become a task) gets `-32600` ("Invalid
+    /// request: a task needs an identified caller") before its handler
+    /// runs; calls that never become a task pass as before. Leave it off
+    /// for a single-user server, such as one on stdio, whose one client
+    /// has no identity to give.
+    pub fn with_identity_required(self, required: bool) -> Self {
+        self.map_config(|c| c.identity_required = required)
     }
 
     /// Task events (one per successful status change) from every service of

@@ -25,7 +25,10 @@ pub trait ClientPeer: Send + Sync + 'static {
         params: Value,
     ) -> BoxFuture<'static, Result<Value, JsonRpcError>>;
 
-    /// Send a notification; best effort.
+    /// Send a notification; best effort. The future may wait while the
+    /// client reads slowly (a transport's backpressure) and resolves once
+    /// the notification is queued or dropped: await it to keep the order
+    /// of notifications, spawn it not to wait.
     fn notify(&self, method: String, params: Value) -> BoxFuture<'static, ()>;
 
     /// Resolves when the client can no longer be reached (the stream

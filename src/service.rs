@@ -4,14 +4,17 @@ use std::fmt;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use tower::ServiceExt;
 use tower_service::Service;
 
 use crate::advertise::Edit;
+use crate::config::TaskPolicy;
 use crate::era::{missing_tasks_capability, wants_task_notifications, RequestEra};
 use crate::future::ResponseFuture;
 use crate::jsonrpc::{JsonRpcRequest, JsonRpcResponse};
 use crate::runtime::handlers::{KeptCall, TaskCandidate};
 use crate::runtime::Engine;
+use crate::store::Era;
 
 /// The middleware made by [`TaskLayer`](crate::TaskLayer).
 ///
@@ -116,7 +119,9 @@ where
                 ResponseFuture::capabilities(self.inner.call(req), Edit::Discover)
             }
             "initialize" if !RequestEra::of(&req).modern => {
-                ResponseFuture::capabilities(self.inner.call(req), Edit::Initialize)
+                // `tasks/list` is served only to callers with an identity.
+                let list = self.engine.owner_of(&req).is_some();
+                ResponseFuture::capabilities(self.inner.call(req), Edit::Initialize { list })
             }
             "tools/list" if !RequestEra::of(&req).modern => {
                 let edit = Edit::ToolsList(self.engine.cfg.policies.clone());
@@ -141,7 +146,15 @@ where
     S::Error: Send + 'static,
 {
     fn tools_call(&mut self, req: JsonRpcRequest) -> ResponseFuture<S::Future, S::Error> {
-        let era = RequestEra::of(&req);
+        if req.id.is_none() {
+            // A notification gets no answer, so a task made of it could
+            // never be addressed: the inner server handles it as it is.
+            return ResponseFuture::passthrough(self.inner.call(req));
+        }
+        let era = match RequestEra::admitted(&req, &self.engine.cfg.supported_versions) {
+            Ok(era) => era,
+            Err(e) => return answer(JsonRpcResponse::error(req.id, e)),
+        };
         let name = req
             .params_object()
             .and_then(|p| p.get("name"))
@@ -153,22 +166,23 @@ where
             Ok(false) => return ResponseFuture::passthrough(self.inner.call(req)),
             Err(e) => return answer(JsonRpcResponse::error(req.id, e)),
         }
+        let owner = self.engine.owner_of(&req);
+        if let Err(e) = self.engine.check_identity(owner.as_deref()) {
+            return answer(JsonRpcResponse::error(req.id, e));
+        }
         // The copy a task would store, made once: its length is the size
         // the limit is about.
-        let kept = match KeptCall::of(&req) {
+        let kept = match KeptCall::of(&req, &self.engine.cfg.limits) {
             Ok(kept) => kept,
             Err(e) => return answer(JsonRpcResponse::error(req.id, e)),
         };
-        if let Err(e) = self.engine.cfg.limits.check_arguments(kept.size) {
-            return answer(JsonRpcResponse::error(req.id, e));
-        }
         self.engine.ensure_background();
         self.engine.register_invoker(&self.inner);
-        let owner = self.engine.owner_of(&req);
-        if let Some(e) = self.engine.owner_at_capacity(owner.as_deref()) {
-            return answer(JsonRpcResponse::error(req.id, e));
-        }
-        let call = TaskCandidate::from_request(&req, kept, owner, era.store_era());
+        let era = era.store_era();
+        let Ok(reservation) = self.engine.reserve_slot(owner.as_deref()) else {
+            return self.tools_call_after_recount(req, kept, owner, era, policy);
+        };
+        let call = TaskCandidate::from_request(&req, kept, owner, era, reservation);
         let mut req = req;
         req.extensions.insert(call.token.clone());
         // The runner needs a service of its own to re-invoke the handler
@@ -180,8 +194,36 @@ where
         ResponseFuture::intercepted(Box::pin(engine.tools_call(clone, call, policy, fut)))
     }
 
+    /// A `tools/call` whose owner seems to have no slot left: the
+    /// replica re-reads the owner's tasks it tracks (some may have ended on
+    /// another replica) before it refuses.
+    fn tools_call_after_recount(
+        &mut self,
+        req: JsonRpcRequest,
+        kept: KeptCall,
+        owner: Option<String>,
+        era: Era,
+        policy: TaskPolicy,
+    ) -> ResponseFuture<S::Future, S::Error> {
+        let engine = Arc::clone(&self.engine);
+        let inner = self.inner.clone();
+        ResponseFuture::intercepted(Box::pin(async move {
+            let reservation = match engine.reserve_slot_after_recount(owner.as_deref()).await {
+                Ok(reservation) => reservation,
+                Err(e) => return Ok(JsonRpcResponse::error(req.id, e)),
+            };
+            let call = TaskCandidate::from_request(&req, kept, owner, era, reservation);
+            let mut req = req;
+            req.extensions.insert(call.token.clone());
+            let fut = inner.clone().oneshot(req);
+            engine.tools_call(inner, call, policy, fut).await
+        }))
+    }
+
     fn tasks(&mut self, req: JsonRpcRequest) -> ResponseFuture<S::Future, S::Error> {
-        let era = match RequestEra::of(&req).admit_tasks_method(&req.method) {
+        let era = match RequestEra::admitted(&req, &self.engine.cfg.supported_versions)
+            .and_then(|era| era.admit_tasks_method(&req.method))
+        {
             Ok(era) => era,
             Err(e) => return answer(JsonRpcResponse::error(req.id, e)),
         };
@@ -227,9 +269,13 @@ where
     }
 
     fn listen(&mut self, req: JsonRpcRequest) -> ResponseFuture<S::Future, S::Error> {
-        if !RequestEra::of(&req).tasks_declared {
+        match RequestEra::admitted(&req, &self.engine.cfg.supported_versions) {
+            Err(e) => return answer(JsonRpcResponse::error(req.id, e)),
             // R55.
-            return answer(JsonRpcResponse::error(req.id, missing_tasks_capability()));
+            Ok(era) if !era.tasks_declared => {
+                return answer(JsonRpcResponse::error(req.id, missing_tasks_capability()))
+            }
+            Ok(_) => {}
         }
         let engine = Arc::clone(&self.engine);
         engine.ensure_background();

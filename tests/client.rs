@@ -255,3 +255,146 @@ async fn over_http_in_both_eras() {
     }
     assert_eq!(seen.calls("ask2"), 4, "each era: one run and one resume");
 }
+
+/// Issue "Close the holes", defect 12: `HttpTransport` reads an SSE answer
+/// whose bytes arrive in awkward frames exactly. The server here writes
+/// each frame as its own HTTP chunk: a character split between frames, a
+/// CRLF split between frames, lines ended by a lone CR, comments, `id` and
+/// `retry` fields, `data:` without a space, and a message across two
+/// `data` lines; and a last event left incomplete does not count. Failed
+/// before the fix (the first four streams): the split characters came out as
+/// U+FFFD, the split CRLF merged two events into one unreadable message,
+/// and lone CRs never ended an event ("closed the stream without
+/// answering").
+#[cfg(all(feature = "http-client", feature = "axum"))]
+#[tokio::test]
+async fn an_sse_answer_split_anywhere_is_decoded_exactly() {
+    use axum::body::{Body, Bytes};
+    use axum::http::header::CONTENT_TYPE;
+    use axum::response::Response;
+    use mcp_task_layer::client::HttpTransport;
+    use tower::ServiceExt;
+
+    const TEXT: &str = "Grüße 🦀 世界, café";
+    /// The answer to request 1 as one compact JSON text.
+    fn answer() -> String {
+        json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": TEXT}]}})
+            .to_string()
+    }
+    /// `text` cut after each byte offset in `cuts`.
+    fn cut(text: &[u8], cuts: &[usize]) -> Vec<Vec<u8>> {
+        let mut frames = Vec::new();
+        let mut from = 0;
+        for &at in cuts {
+            frames.push(text[from..at].to_vec());
+            from = at;
+        }
+        frames.push(text[from..].to_vec());
+        frames
+    }
+    /// Cut `text` inside every multi-byte character.
+    fn cut_characters(text: &str) -> Vec<Vec<u8>> {
+        let cuts: Vec<usize> = text
+            .char_indices()
+            .filter(|(_, c)| c.len_utf8() > 1)
+            .map(|(i, _)| i + 1)
+            .collect();
+        cut(text.as_bytes(), &cuts)
+    }
+    const NOTE: &str =
+        r#"{"jsonrpc":"2.0","method":"notifications/message","params":{"text":"é"}}"#;
+    fn frames_of(name: &str) -> Vec<Vec<u8>> {
+        match name {
+            // LF line endings, every multi-byte character split.
+            "utf8" => cut_characters(&format!(
+                "event: message\ndata: {NOTE}\n\nevent: message\ndata: {}\n\n",
+                answer()
+            )),
+            // A notification, then the answer; each CRLF split in two.
+            "crlf" => {
+                let text = format!(
+                    "event: message\r\ndata: {NOTE}\r\n\r\nevent: message\r\ndata: {}\r\n\r\n",
+                    answer()
+                );
+                let cuts: Vec<usize> = text.match_indices("\r\n").map(|(i, _)| i + 1).collect();
+                cut(text.as_bytes(), &cuts)
+            }
+            // Lone CRs, cut after each.
+            "cr" => {
+                let text = format!(
+                    ": hello\revent: message\rdata: {NOTE}\r\revent: message\rdata: {}\r\r",
+                    answer()
+                );
+                let cuts: Vec<usize> = text.match_indices('\r').map(|(i, _)| i + 1).collect();
+                cut(text.as_bytes(), &cuts)
+            }
+            // An answer the stream never finishes (no blank line after it).
+            "unfinished" => cut_characters(&format!("event: message\ndata: {}\n", answer())),
+            // All of it at once, after a byte-order mark: the answer over
+            // two `data` lines (the second without a space), fields the
+            // client ignores, and an event of another type.
+            _ => {
+                let answer = answer();
+                let (head, tail) = answer.split_at(answer.find("\"result\"").unwrap());
+                let text = format!(
+                    "\u{feff}: comment\r\nid: 1\rretry: 10\nevent: other\ndata: {{}}\n\n\
+                     data: {NOTE}\r\n\r\n\
+                     event: message\r\ndata: {head}\r\ndata:{tail}\r\r\n"
+                );
+                let mut frames = Vec::new();
+                for piece in cut_characters(&text) {
+                    let cuts: Vec<usize> = (1..piece.len())
+                        .filter(|&i| piece[i - 1] == b'\r')
+                        .collect();
+                    frames.extend(cut(&piece, &cuts));
+                }
+                frames
+            }
+        }
+    }
+    let app = axum::Router::new().route(
+        "/mcp",
+        axum::routing::post(move |body: Bytes| async move {
+            let req: Value = serde_json::from_slice(&body).unwrap();
+            let mut frames: Vec<Bytes> = frames_of(req["params"]["name"].as_str().unwrap())
+                .into_iter()
+                .map(Bytes::from)
+                .collect();
+            frames.reverse();
+            Response::builder()
+                .header(CONTENT_TYPE, "text/event-stream")
+                .body(Body::new(common::wire::Chunked(frames)))
+                .unwrap()
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let expected: JsonRpcResponse = serde_json::from_str(&answer()).unwrap();
+    let mut wrong = Vec::new();
+    for name in ["utf8", "crlf", "cr", "all"] {
+        let transport = HttpTransport::new(&url).unwrap();
+        let req = JsonRpcRequest::new(1, "tools/call", json!({ "name": name }));
+        match transport.oneshot(req).await {
+            Ok(resp)
+                if resp.result_value() == expected.result_value() && resp.id == expected.id => {}
+            other => wrong.push(format!("{name}: {other:?}")),
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+
+    // An event cut off by the end of the stream is not read.
+    let transport = HttpTransport::new(&url).unwrap();
+    let req = JsonRpcRequest::new(1, "tools/call", json!({ "name": "unfinished" }));
+    let resp = transport.oneshot(req).await.unwrap();
+    assert_eq!(
+        resp.error_value().unwrap().message,
+        "Internal error: the server closed the stream without answering"
+    );
+    // And an event over the transport's bound is an error, not a buffer
+    // that grows with whatever the server sends.
+    let transport = HttpTransport::new(&url).unwrap().with_max_message_size(32);
+    let req = JsonRpcRequest::new(1, "tools/call", json!({ "name": "utf8" }));
+    let err = transport.oneshot(req).await.unwrap_err();
+    assert!(err.to_string().contains("larger than 32 bytes"), "{err}");
+}

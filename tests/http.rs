@@ -138,8 +138,17 @@ async fn start() -> Server {
     start_with(None).await
 }
 
+/// POST `body` with `headers`, and `Content-Type: application/json` unless
+/// they name another.
 async fn post(addr: SocketAddr, headers: &[(String, String)], body: impl Into<Bytes>) -> Reply {
-    send(addr, Method::POST, headers, Full::new(body.into())).await
+    let mut headers = headers.to_vec();
+    if !headers
+        .iter()
+        .any(|(n, _)| n.eq_ignore_ascii_case("content-type"))
+    {
+        headers.push(("content-type".to_owned(), "application/json".to_owned()));
+    }
+    send(addr, Method::POST, &headers, Full::new(body.into())).await
 }
 
 /// A 2026-07-28 request body, declaring the tasks extension or not.
@@ -298,7 +307,7 @@ async fn oversized_bodies_get_413_with_an_exact_error() {
     let reply = send(
         server.addr,
         Method::POST,
-        &[] as &[(String, String)],
+        &[("content-type".to_owned(), "application/json")],
         chunks,
     )
     .await;

@@ -279,3 +279,54 @@ async fn a_receiver_taken_before_later_settings_still_hears_tasks() {
     assert_eq!(event.task_id, task_id);
     assert_eq!(event.status, mcp_task_layer::TaskStatus::Working);
 }
+
+/// A `tools/call` sent as a notification (no id) of a `Task` tool goes to
+/// the inner service as it is: its answer could reach nobody, so a task of
+/// it could never be addressed. (Before the fix a task was made.)
+#[tokio::test(start_paused = true)]
+async fn a_tool_call_notification_makes_no_task() {
+    let layer = layer();
+    let mut events = layer.subscribe();
+    let (mut svc, mut handle) = mock::spawn_layer::<JsonRpcRequest, JsonRpcResponse, _>(layer);
+    assert_ready_ok!(svc.poll_ready());
+    let mut params = json!({"name": "job", "arguments": {}});
+    params["_meta"] = meta(true);
+    let fut = svc.call(JsonRpcRequest::notification("tools/call", Some(params)));
+    let (got, send) = handle.next_request().await.expect("passed through");
+    assert_eq!(got.id, None);
+    assert!(
+        got.extensions.get::<CancellationToken>().is_none(),
+        "not run as a task"
+    );
+    send.send_response(text(None, "done"));
+    fut.await.unwrap();
+    assert!(events.try_recv().is_err(), "no task event");
+}
+
+/// Two calls of one owner, both still in their `Auto` window: with one
+/// slot per owner the second is refused at once, because the first holds
+/// the slot from its check on. (Before the fix both passed the check and
+/// both became tasks: the bound was overshot.)
+#[tokio::test(start_paused = true)]
+async fn concurrent_calls_cannot_overshoot_the_per_owner_bound() {
+    let layer = layer().with_limits(mcp_task_layer::Limits {
+        max_tasks_per_owner: 1,
+        ..mcp_task_layer::Limits::default()
+    });
+    let (mut svc, mut handle) = mock::spawn_layer::<JsonRpcRequest, JsonRpcResponse, _>(layer);
+    assert_ready_ok!(svc.poll_ready());
+    let first = spawn_call(&svc, req(1, "tools/call", json!({"name": "maybe"}), true));
+    let (_, _first_send) = handle.next_request().await.expect("the first runs");
+    assert_ready_ok!(svc.poll_ready());
+    let second = svc
+        .call(req(2, "tools/call", json!({"name": "maybe"}), true))
+        .await
+        .unwrap();
+    let e = second.error_value().expect("the second is refused");
+    assert_eq!(e.code, -32602);
+    assert!(e.message.contains("at most 1 are allowed"), "{e}");
+    assert_pending!(handle.poll_request());
+    // The first becomes a task when its window ends.
+    let created = first.await.unwrap();
+    assert_eq!(created.result_value().unwrap()["resultType"], "task");
+}

@@ -73,6 +73,19 @@ impl ClientPeer for TestPeer {
     }
 }
 
+/// A client that takes input requests and never answers them.
+#[derive(Clone)]
+struct SilentPeer;
+
+impl ClientPeer for SilentPeer {
+    fn request(&self, _: String, _: Value) -> BoxFuture<'static, Result<Value, JsonRpcError>> {
+        Box::pin(std::future::pending())
+    }
+    fn notify(&self, _: String, _: Value) -> BoxFuture<'static, ()> {
+        Box::pin(async {})
+    }
+}
+
 async fn send_with_peer(
     c: &Client,
     method: &str,
@@ -91,7 +104,9 @@ async fn send_with_peer(
 /// R64 does not arise: the layer always advertises `tasks.requests.tools.call`,
 /// so a task-augmented call is always served as a task (R63).
 async fn r59_r64_initialize_advertises_tasks_capabilities() {
-    let c = Client::new(layer());
+    let mut c = Client::new(layer());
+    // `tasks.list` only to a caller with an identity (tests/hostile/owners.rs).
+    c.owner = Some("alice".into());
     let r = c.send("initialize", json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}})).await;
     let caps = &ok(&r)["capabilities"];
     assert_eq!(
@@ -329,6 +344,22 @@ async fn r52_r73_r74_list_pages_the_callers_tasks_newest_first() {
     );
 }
 
+/// R50 (defect 9): a `tasks/result` that delivers input to a client that
+/// never answers still ends when the task expires, with `-32602`. Before
+/// the fix it waited for that answer forever.
+#[tokio::test(start_paused = true)]
+async fn r50_tasks_result_waiting_on_a_silent_client_ends_at_expiry() {
+    let c = Client::new(layer());
+    let task = start(&c, "ask", json!({}), Some(2_000)).await;
+    let mut req = JsonRpcRequest::new(9_001, "tasks/result", json!({"taskId": task["taskId"]}));
+    req.extensions.insert(Peer::new(SilentPeer));
+    let r = tokio::time::timeout(Duration::from_secs(60), c.svc.clone().oneshot(req))
+        .await
+        .expect("tasks/result answers when the task expires")
+        .unwrap();
+    assert_eq!(err(&r).code, -32602, "R50");
+}
+
 #[tokio::test(start_paused = true)]
 async fn r75_input_goes_out_on_the_result_stream_with_related_task_meta() {
     let c = Client::new(layer());
@@ -437,7 +468,8 @@ impl TaskStore for NoListStore {
 
 #[tokio::test(start_paused = true)]
 async fn r77_list_without_store_support_is_method_not_found() {
-    let c = Client::new(common::layer_on(NoListStore(MemoryStore::new())));
+    let mut c = Client::new(common::layer_on(NoListStore(MemoryStore::new())));
+    c.owner = Some("alice".into());
     let r = c.send("tasks/list", json!({})).await;
     assert_eq!(err(&r).code, -32601, "R77");
 }
@@ -445,6 +477,7 @@ async fn r77_list_without_store_support_is_method_not_found() {
 #[tokio::test(start_paused = true)]
 async fn q9_one_store_holds_both_eras_and_each_sees_only_its_own() {
     let mut c = Client::new(layer());
+    c.owner = Some("alice".into());
     let legacy = start(&c, "ask", json!({}), None).await["taskId"]
         .as_str()
         .unwrap()

@@ -355,3 +355,63 @@ mod postgres {
         tables.drop_all().await;
     }
 }
+
+/// Defect 2: tasks made on replica A and ended on replica B (cancelled,
+/// finished) or reaped by B stop counting against their owner on A, with
+/// no change feed between them. (Before the fix A kept them as unfinished
+/// forever and refused the owner's next task at the bound.)
+#[tokio::test(start_paused = true)]
+async fn tasks_ended_or_reaped_on_another_replica_stop_counting_here() {
+    let store = MemoryStore::new();
+    let limits = mcp_task_layer::Limits {
+        max_tasks_per_owner: 2,
+        ..mcp_task_layer::Limits::default()
+    };
+    let mut a =
+        Client::new(common::layer_on(store.clone()).with_limits(limits.clone())).as_owner("ann");
+    let mut b =
+        Client::new(common::layer_on(store.clone()).with_limits(limits.clone())).as_owner("ann");
+    let t1 = a.start("ask", json!({})).await;
+    let t2 = a.start("ask", json!({})).await;
+    a.wait_for(&t1, TaskStatus::InputRequired).await;
+    a.wait_for(&t2, TaskStatus::InputRequired).await;
+    let refused = a.call("ask", json!({})).await;
+    assert_eq!(common::err(&refused).code, -32602, "at the bound");
+
+    // Both end on B: one cancelled, one answered and finished there.
+    ok(&b.cancel(&t1).await);
+    ok(&b
+        .update(&t2, json!({ "name": accept("name", "Ada") }))
+        .await);
+    b.wait_for(&t2, TaskStatus::Completed).await;
+    // A counts neither any more.
+    let t3 = a.start("ask", json!({})).await;
+    let t4 = a.start("ask", json!({})).await;
+    assert_ne!(t3, t4);
+
+    // Reaped by B (short TTL, B's reaper; A's never runs in this test).
+    let short = Duration::from_secs(2);
+    let mut a = Client::new(
+        common::layer_on(store.clone())
+            .with_limits(limits.clone())
+            .with_default_ttl(Some(short))
+            .with_reap_interval(Duration::from_secs(3600)),
+    )
+    .as_owner("bea");
+    let b = Client::new(
+        common::layer_on(store.clone())
+            .with_limits(limits)
+            .with_reap_interval(Duration::from_millis(100)),
+    )
+    .as_owner("bea");
+    let r1 = a.start("ask", json!({})).await;
+    let r2 = a.start("ask", json!({})).await;
+    a.wait_for(&r1, TaskStatus::InputRequired).await;
+    a.wait_for(&r2, TaskStatus::InputRequired).await;
+    assert_eq!(common::err(&a.call("ask", json!({})).await).code, -32602);
+    // B's reaper runs once B has served a task request.
+    b.get(&r1).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(common::err(&b.get(&r1).await).code, -32602, "reaped");
+    a.start("ask", json!({})).await;
+}

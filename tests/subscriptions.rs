@@ -28,6 +28,12 @@ impl ClientPeer for Listener {
     }
 }
 
+/// The notifications a [`Listener`] forwards.
+type Notifications = mpsc::UnboundedReceiver<(String, Value)>;
+
+/// The answer to a `subscriptions/listen` still streaming.
+type Pending = tokio::task::JoinHandle<Result<JsonRpcResponse, std::convert::Infallible>>;
+
 fn listen_request(id: i64, task_ids: &[&str], tasks: bool, owner: Option<&str>) -> JsonRpcRequest {
     let mut req = JsonRpcRequest::new(
         id,
@@ -312,6 +318,115 @@ mod http {
             "every transition, in order"
         );
     }
+
+    /// Issue "Close the holes", defect 10: a subscriber that stops reading
+    /// while 400 watched tasks end still gets every task's last state, each
+    /// before the answer that closes the stream. Small socket buffers on
+    /// both ends make the stream back up well before that. Failed before
+    /// the fix: notifications that found the 64-slot queue full were
+    /// dropped, and the stream closed with the answer after about a hundred
+    /// of them.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_subscriber_that_reads_late_still_gets_every_last_state_before_the_answer() {
+        const TASKS: usize = 400;
+        let mut c = Client::new(common::layer());
+        c.owner = Some("alice".into());
+        let app = McpEndpoint::new(c.svc.clone())
+            .with_identity(|parts, ext| {
+                if let Some(owner) = parts.headers.get("authorization") {
+                    let owner = owner.to_str().unwrap().trim_start_matches("Bearer ");
+                    ext.insert(TaskOwner::new(owner));
+                }
+            })
+            .into_router("/mcp");
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        // Accepted connections inherit the listener's buffer sizes.
+        socket.set_send_buffer_size(4096).unwrap();
+        socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let listener = socket.listen(16).unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+
+        let mut ids = Vec::new();
+        for _ in 0..TASKS {
+            ids.push(c.start("hang", json!({})).await);
+        }
+        // The same subscription in process, read at once: it says when the
+        // layer has pushed everything.
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let id_refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+        let mut req = listen_request(4, &id_refs, true, Some("alice"));
+        req.extensions.insert(Peer::new(Listener(tx)));
+        let reference = tokio::spawn(c.svc.clone().oneshot(req));
+
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.set_recv_buffer_size(4096).unwrap();
+        let stream = socket.connect(addr).await.unwrap();
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        let listen = rpc(
+            3,
+            "subscriptions/listen",
+            json!({"notifications": {"taskIds": ids}}),
+        );
+        let req = Request::post("/mcp")
+            .header(HOST, addr.to_string())
+            .header(CONTENT_TYPE, "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("authorization", "Bearer alice")
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", "subscriptions/listen")
+            .body(Full::new(Bytes::from(listen.to_string())))
+            .unwrap();
+        let resp = sender.send_request(req).await.unwrap();
+        assert_eq!(resp.headers()[CONTENT_TYPE], "text/event-stream");
+        let mut sse = Sse(resp.into_body(), String::new());
+        let ack = sse.next().await.unwrap();
+        assert_eq!(ack["method"], "notifications/subscriptions/acknowledged");
+        assert_eq!(
+            ack["params"]["notifications"]["taskIds"]
+                .as_array()
+                .unwrap()
+                .len(),
+            TASKS
+        );
+
+        // Every task ends while the subscriber reads nothing.
+        for id in &ids {
+            ok(&c.cancel(id).await);
+        }
+        let mut ended = std::collections::HashSet::new();
+        while ended.len() < TASKS {
+            let (method, params) = rx.recv().await.expect("the reference stays open");
+            if method == "notifications/tasks" && params["status"] == "cancelled" {
+                ended.insert(params["taskId"].as_str().unwrap().to_owned());
+            }
+        }
+        assert_eq!(
+            ok(&reference.await.unwrap().unwrap())["resultType"],
+            "complete"
+        );
+
+        // Now it reads: every task's last state, then the answer.
+        let mut last = std::collections::HashMap::new();
+        let answer = loop {
+            let msg = sse.next().await.expect("the stream ends with the answer");
+            if msg.get("method").is_none() {
+                break msg;
+            }
+            assert_eq!(msg["method"], "notifications/tasks");
+            let task = msg["params"]["taskId"].as_str().unwrap().to_owned();
+            last.insert(task, msg["params"]["status"].as_str().unwrap().to_owned());
+        };
+        assert_eq!(answer["id"], 3);
+        assert_eq!(answer["result"], json!({"resultType": "complete"}));
+        let missing = ids.iter().filter(|id| !last.contains_key(*id)).count();
+        assert_eq!(missing, 0, "{missing} of {TASKS} tasks' ends never came");
+        assert!(last.values().all(|s| s == "cancelled"), "{last:?}");
+        assert!(sse.next().await.is_none(), "nothing after the answer");
+    }
 }
 
 /// A replica of alice's with its own layer over `store`.
@@ -328,11 +443,7 @@ async fn ask_on_a_listen_on_b(
     a: &Client,
     b: &Client,
     delay_ms: u64,
-) -> (
-    String,
-    mpsc::UnboundedReceiver<(String, Value)>,
-    tokio::task::JoinHandle<Result<JsonRpcResponse, std::convert::Infallible>>,
-) {
+) -> (String, Notifications, Pending) {
     let id = a.start("ask", json!({"delay_ms": delay_ms})).await;
     let (tx, mut rx) = mpsc::unbounded_channel();
     let mut req = listen_request(9, &[&id], true, Some("alice"));
@@ -347,11 +458,7 @@ async fn ask_on_a_listen_on_b(
 /// Follow the task's notifications to `completed`, answering its question
 /// on `a` (the replica running it); the statuses pushed, in order. Each
 /// notification must come within 20 s of tokio time.
-async fn follow_to_completion(
-    a: &Client,
-    id: &str,
-    rx: &mut mpsc::UnboundedReceiver<(String, Value)>,
-) -> Vec<String> {
+async fn follow_to_completion(a: &Client, id: &str, rx: &mut Notifications) -> Vec<String> {
     let mut statuses = Vec::new();
     loop {
         let (method, params) = tokio::time::timeout(Duration::from_secs(20), rx.recv())
@@ -459,4 +566,131 @@ async fn without_a_change_feed_a_subscriber_on_another_layer_still_follows_the_t
     let done = listening.await.unwrap().unwrap();
     assert_eq!(ok(&done)["resultType"], "complete");
     assert_eq!(b.seen.calls("ask"), 0, "it ran on a");
+}
+
+/// Subscribe `c` (alice) to `ids`: the notifications and the pending
+/// answer, after checking the acknowledgement.
+fn listen_to(c: &Client, ids: &[&str]) -> (Notifications, Pending) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let mut req = listen_request(9, ids, true, Some("alice"));
+    req.extensions.insert(Peer::new(Listener(tx)));
+    (rx, tokio::spawn(c.svc.clone().oneshot(req)))
+}
+
+async fn acknowledged(rx: &mut Notifications, ids: &[&str]) {
+    let (method, ack) = rx.recv().await.unwrap();
+    assert_eq!(method, "notifications/subscriptions/acknowledged");
+    assert_eq!(ack["notifications"]["taskIds"], json!(ids));
+}
+
+/// Defect 9, in memory and paused time: a watched task whose TTL runs out
+/// ends the stream then (it is gone: nothing more to push), although
+/// nothing writes it and the next re-read is 20 minutes away. Before the
+/// fix the stream stayed open until that re-read.
+#[tokio::test(start_paused = true)]
+async fn r48_a_watched_task_that_expires_ends_the_subscription_at_its_ttl() {
+    let layer = common::layer()
+        .with_default_ttl(Some(Duration::from_secs(2)))
+        .with_lease_ttl(Duration::from_secs(3_600));
+    let mut c = Client::new(layer);
+    c.owner = Some("alice".into());
+    let id = c.start("hang", json!({})).await;
+    let started = tokio::time::Instant::now();
+    let (mut rx, listening) = listen_to(&c, &[&id]);
+    acknowledged(&mut rx, &[&id]).await;
+    let done = tokio::time::timeout(Duration::from_secs(60), listening)
+        .await
+        .expect("the stream ends when the task expires")
+        .unwrap()
+        .unwrap();
+    assert_eq!(ok(&done), &json!({"resultType": "complete"}));
+    assert!(
+        started.elapsed() <= Duration::from_secs(2),
+        "ended {:?} after the subscription, past the TTL",
+        started.elapsed()
+    );
+    assert!(rx.try_recv().is_err(), "nothing pushed for a purged task");
+    assert_eq!(err(&c.get(&id).await).code, -32602, "R48: gone");
+}
+
+/// R34, R56: a partial answer leaves the task `input_required` and, in the
+/// same millisecond, its `lastUpdatedAt` as it was; it is pushed all the
+/// same, with only the keys still outstanding. Before the fix the stream
+/// took it for a lease renewal and pushed nothing.
+#[tokio::test(start_paused = true)]
+async fn r34_r56_a_partial_answer_is_pushed_with_the_keys_left() {
+    let mut c = Client::new(common::layer());
+    c.owner = Some("alice".into());
+    let id = c.start("ask2", json!({})).await;
+    let asked = c.wait_for(&id, TaskStatus::InputRequired).await;
+    let (mut rx, listening) = listen_to(&c, &[&id]);
+    acknowledged(&mut rx, &[&id]).await;
+    ok(&c.update(&id, json!({"a": accept("v", "1")})).await);
+    let (method, params) = tokio::time::timeout(Duration::from_secs(20), rx.recv())
+        .await
+        .expect("the partial answer is pushed")
+        .unwrap();
+    assert_eq!(method, "notifications/tasks");
+    assert_eq!(params["status"], "input_required");
+    assert_eq!(params["lastUpdatedAt"], asked["lastUpdatedAt"], "same ms");
+    let keys: Vec<_> = params["inputRequests"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .collect();
+    assert_eq!(keys, ["b"], "only the key left");
+    ok(&c.update(&id, json!({"b": accept("v", "2")})).await);
+    let mut statuses = Vec::new();
+    while let Some((_, params)) = rx.recv().await {
+        statuses.push(params["status"].as_str().unwrap().to_owned());
+    }
+    assert_eq!(statuses, ["working", "completed"]);
+    assert_eq!(
+        ok(&listening.await.unwrap().unwrap())["resultType"],
+        "complete"
+    );
+}
+
+/// Defect 9 on PostgreSQL: reaping is a `DELETE`, which no change feed
+/// reports, and with a feed nothing re-reads on a timer; still, when the
+/// TTL of a watched task runs out the stream ends, and a blocked 2025-11-25
+/// `tasks/result` answers `-32602` (R50). Before the fix the stream never
+/// ended.
+#[cfg(feature = "postgres")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r50_on_postgres_expiry_ends_a_subscription_and_a_blocked_result() {
+    use common::pg::{url, Tables};
+
+    let Some(url) = url() else { return };
+    let tables = Tables::new(&url, "subexp");
+    let store = tables.store(&tables.next()).await;
+    let layer = common::layer_on(store).with_default_ttl(Some(Duration::from_secs(1)));
+    let mut c = Client::new(layer);
+    c.owner = Some("alice".into());
+    let watched = c.start("hang", json!({})).await;
+    let legacy = c
+        .send(
+            "tools/call",
+            json!({"name": "hang", "arguments": {}, "task": {"ttl": 1_000}}),
+        )
+        .await;
+    let legacy = ok(&legacy)["task"]["taskId"].as_str().unwrap().to_owned();
+    let (mut rx, listening) = listen_to(&c, &[&watched]);
+    acknowledged(&mut rx, &[&watched]).await;
+    let mut result = JsonRpcRequest::new(50, "tasks/result", json!({"taskId": legacy}));
+    result.extensions.insert(TaskOwner::new("alice"));
+    let result = tokio::spawn(c.svc.clone().oneshot(result));
+    let done = tokio::time::timeout(Duration::from_secs(15), listening)
+        .await
+        .expect("the stream ends when the task expires")
+        .unwrap()
+        .unwrap();
+    assert_eq!(ok(&done), &json!({"resultType": "complete"}));
+    let result = tokio::time::timeout(Duration::from_secs(15), result)
+        .await
+        .expect("tasks/result answers when the task expires")
+        .unwrap()
+        .unwrap();
+    assert_eq!(err(&result).code, -32602, "R50");
+    tables.drop_all().await;
 }

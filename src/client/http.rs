@@ -1,19 +1,21 @@
 //! [`HttpTransport`]: a `Service<JsonRpcRequest>` that talks Streamable HTTP
 //! to a remote MCP server (feature `http-client`).
 
+use std::collections::VecDeque;
 use std::fmt;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use http::header::{ACCEPT, CONTENT_TYPE};
 use http::{HeaderValue, Request, Uri};
-use http_body_util::{BodyExt, Full};
+use http_body_util::{BodyExt, Full, Limited};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use serde_json::{json, Value};
 use tower_service::Service;
 
+use super::sse::EventDecoder;
 use crate::jsonrpc::{JsonRpcError, JsonRpcRequest, JsonRpcResponse, RequestId};
 use crate::peer::Peer;
 use crate::protocol::META_PROTOCOL_VERSION;
@@ -29,12 +31,24 @@ use crate::store::{BoxError, BoxFuture};
 /// (with a second `POST`), notifications are dropped, and the response to
 /// the request ends the call. Use it under
 /// [`TaskClient`](crate::client::TaskClient).
+///
+/// The stream is read as the SSE specification says, whatever frames its
+/// bytes come in: lines end with CRLF, LF or a lone CR, an event's `data`
+/// lines are joined, only `message` events (or events without a type) are
+/// read as JSON-RPC messages, and an event the stream leaves incomplete
+/// is not. A message larger than
+/// [`with_max_message_size`](HttpTransport::with_max_message_size) is an
+/// error.
 #[derive(Clone)]
 pub struct HttpTransport {
     client: Client<HttpConnector, Full<Bytes>>,
     uri: Uri,
     authorization: Option<HeaderValue>,
+    max_message: usize,
 }
+
+/// The default largest message [`HttpTransport`] reads: 64 MiB.
+pub const DEFAULT_MAX_MESSAGE_SIZE: usize = 64 * 1024 * 1024;
 
 impl fmt::Debug for HttpTransport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -56,7 +70,17 @@ impl HttpTransport {
             client: Client::builder(TokioExecutor::new()).build_http(),
             uri,
             authorization: None,
+            max_message: DEFAULT_MAX_MESSAGE_SIZE,
         })
+    }
+
+    /// The largest JSON answer or SSE event read, in bytes (default
+    /// [`DEFAULT_MAX_MESSAGE_SIZE`]): past it the call fails instead of
+    /// buffering whatever the server sends.
+    #[must_use]
+    pub fn with_max_message_size(mut self, bytes: usize) -> Self {
+        self.max_message = bytes;
+        self
     }
 
     /// Send `Authorization: Bearer <token>` with every request.
@@ -119,24 +143,24 @@ impl HttpTransport {
         }
         let mut body = resp.into_body();
         if !is_sse {
-            let bytes = body.collect().await?.to_bytes();
+            let bytes = Limited::new(body, self.max_message)
+                .collect()
+                .await?
+                .to_bytes();
             return serde_json::from_slice(&bytes)
                 .map_err(|e| format!("HTTP {status}: not a JSON-RPC response: {e}").into());
         }
-        let mut buf = String::new();
+        // Bytes, not text, until an event is complete: a frame may end
+        // inside a character or between a CR and its LF.
+        let mut decoder = EventDecoder::new(self.max_message);
+        let mut events: VecDeque<Vec<u8>> = VecDeque::new();
         loop {
-            while let Some(end) = buf.find("\n\n") {
-                let event: String = buf.drain(..end + 2).collect();
-                let data: String = event
-                    .lines()
-                    .filter_map(|l| l.strip_prefix("data:"))
-                    .map(str::trim_start)
-                    .collect::<Vec<_>>()
-                    .join("\n");
+            while let Some(data) = events.pop_front() {
+                // An event without data primes a reconnecting client.
                 if data.is_empty() {
                     continue;
                 }
-                let msg: Value = serde_json::from_str(&data)?;
+                let msg: Value = serde_json::from_slice(&data)?;
                 if let Some(method) = msg.get("method").and_then(Value::as_str) {
                     if let (Some(id), Some(peer)) = (msg.get("id"), &peer) {
                         // A server→client request: answer it in a second POST.
@@ -157,7 +181,9 @@ impl HttpTransport {
             match body.frame().await {
                 Some(frame) => {
                     if let Ok(data) = frame?.into_data() {
-                        buf.push_str(&String::from_utf8_lossy(&data).replace("\r\n", "\n"));
+                        decoder.feed(&data, &mut events).map_err(|e| {
+                            format!("an SSE event of the server is larger than {} bytes", e.0)
+                        })?;
                     }
                 }
                 None => {

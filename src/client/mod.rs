@@ -48,9 +48,11 @@ mod caller;
 #[cfg_attr(docsrs, doc(cfg(feature = "http-client")))]
 mod http;
 mod input;
+#[cfg(feature = "http-client")]
+mod sse;
 
 pub use caller::{ClientEra, ClientError, Started, TaskClient};
 #[cfg(feature = "http-client")]
 #[cfg_attr(docsrs, doc(cfg(feature = "http-client")))]
-pub use http::HttpTransport;
+pub use http::{HttpTransport, DEFAULT_MAX_MESSAGE_SIZE};
 pub use input::InputHandler;

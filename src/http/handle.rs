@@ -13,7 +13,8 @@ use tower::ServiceExt;
 use tower_service::Service;
 use tracing::{debug, warn};
 
-use super::body::{read_body, BodyError};
+use super::body::{drain, read_body, BodyError};
+use super::guard::{admit, AllowedOrigins};
 use super::headers::{check_headers, protocol_version};
 use super::peer::{accept_answer, is_response, PendingRequests, StreamPeer, OUTGOING_CAPACITY};
 use super::response::{outcome_response, respond, respond_without_id, service_failed};
@@ -29,6 +30,7 @@ pub(super) struct EndpointState<S> {
     pub(super) service: S,
     pub(super) identity: Option<IdentityFn>,
     pub(super) body_limit: usize,
+    pub(super) origins: AllowedOrigins,
     /// Server→client requests of every response stream, by id.
     pub(super) pending: Arc<PendingRequests>,
 }
@@ -44,7 +46,12 @@ where
     S::Error: Into<BoxError>,
 {
     let (parts, body) = request.into_parts();
-    let bytes = match read_body(&parts.headers, body, state.body_limit).await {
+    if let Err((status, error)) = admit(&parts.headers, &state.origins) {
+        debug!(%status, %error, "refused a request before reading its body");
+        drain(&parts, body, state.body_limit).await;
+        return respond_without_id(status, error);
+    }
+    let bytes = match read_body(&parts, body, state.body_limit).await {
         Ok(bytes) => bytes,
         Err(BodyError::TooLarge) => {
             let error = JsonRpcError::invalid_request(format!(

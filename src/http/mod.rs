@@ -1,12 +1,14 @@
 //! A Streamable HTTP endpoint for any JSON-RPC service (feature `axum`):
 //! see [`McpEndpoint`].
 //!
-//! One file per step of a request: `body` reads it, `headers` checks the
+//! One file per step of a request: `guard` refuses foreign origins and
+//! bodies not declared JSON, `body` reads it, `headers` checks the
 //! 2026-07-28 headers against the body, `handle` calls the service,
 //! `response` writes a JSON answer, and `sse` streams the answer instead
 //! when the service talks back to the client through the `peer`.
 
 mod body;
+mod guard;
 mod handle;
 mod headers;
 mod peer;
@@ -27,6 +29,7 @@ use crate::jsonrpc::{JsonRpcRequest, JsonRpcResponse};
 #[cfg(doc)]
 use crate::peer::{ClientPeer, Peer};
 
+use self::guard::AllowedOrigins;
 use self::handle::{handle, EndpointState, IdentityFn};
 
 /// The default request body limit of [`McpEndpoint`]: 4 MiB.
@@ -45,20 +48,23 @@ pub const DEFAULT_BODY_LIMIT: usize = 4 * 1024 * 1024;
 ///
 /// | Request | Answer |
 /// |---|---|
+/// | `POST` with an `Origin` header that is not [allowed](#security) (by default: any that is not a loopback page), or with several | HTTP 403, `-32600`, no `id` member; the body is not parsed |
+/// | `POST` whose `Content-Type` is not `application/json` (parameters such as `charset` allowed), or that has none | HTTP 415, `-32600`, no `id` member; the body is not parsed |
 /// | `POST` with a JSON-RPC request | the inner service's response, HTTP 200 (but see the error table below); an SSE stream if the service sent messages to the client first |
 /// | `POST` with a notification (no `id`) | the inner service is called, its answer dropped; HTTP 202, empty body |
 /// | `POST` with a JSON-RPC response (`result` or `error`, an `id`, no `method`) to a pending server→client request | HTTP 202, empty body; the answer goes to the waiting [`ClientPeer::request`] |
 /// | `POST` with a JSON-RPC response to no pending request (unknown, already answered, or its stream has closed), or a malformed one | HTTP 400, `-32600`, no `id` member |
-/// | body over the [limit](McpEndpoint::with_body_limit) (default [`DEFAULT_BODY_LIMIT`]) | HTTP 413, `-32600`, `"id": null` |
+/// | body over the [limit](McpEndpoint::with_body_limit) (default [`DEFAULT_BODY_LIMIT`]) | HTTP 413, `-32600`, `"id": null`, once the rest of the body is read and dropped (up to 4 times the limit, for up to 5 s), so that a client that writes its whole body before it reads sees it too |
 /// | body that is not JSON | HTTP 400, `-32700`, `"id": null` |
 /// | JSON that is not one request object (an array, a string, no `method`, ...) | HTTP 400, `-32600`, the request's `id` if it can be read, else `null` |
 /// | 2026-07-28 request whose headers disagree with the body (below) | HTTP 400, `-32020`, the request's `id` |
 /// | any other method (`GET`, `DELETE`, ...) | HTTP 405 |
 ///
-/// The `Content-Type` header is not enforced: any body is read as JSON.
-/// There are no sessions: the endpoint never sends `Mcp-Session-Id`, and a
-/// client's `GET` for a standalone SSE stream gets 405, which Streamable HTTP
-/// clients take as "no such stream".
+/// The first two are checked in this order, before anything else, and the
+/// body of a refused request is read and dropped as that of a body over
+/// the limit is. There are no sessions: the endpoint never sends
+/// `Mcp-Session-Id`, and a client's `GET` for a standalone SSE stream gets
+/// 405, which Streamable HTTP clients take as "no such stream".
 ///
 /// ## Server→client messages
 ///
@@ -86,9 +92,12 @@ pub const DEFAULT_BODY_LIMIT: usize = 4 * 1024 * 1024;
 ///   the response stream ends (the service answered, or the client went
 ///   away), the requests still waiting on it resolve to a `-32603` error and
 ///   are forgotten, and messages sent later are dropped silently.
-/// - [`ClientPeer::notify`] is best effort and never waits: when the client
-///   reads too slowly and 64 messages are waiting, the notification is
-///   dropped.
+/// - [`ClientPeer::notify`] queues the notification at once while fewer
+///   than 64 messages wait for the client; past that its future waits
+///   until the client has read enough (backpressure, so that a slow reader
+///   still gets every message, the last one included), or until the
+///   stream ends, when the notification is dropped. Awaited one after the
+///   other, notifications arrive in the order they were sent.
 ///
 /// If the client disconnects, the service's future is dropped, as it is
 /// for a plain JSON answer.
@@ -134,9 +143,32 @@ pub const DEFAULT_BODY_LIMIT: usize = 4 * 1024 * 1024;
 ///
 /// # Security
 ///
-/// The endpoint does not check the `Origin` header. A server reachable from
-/// browsers (including one on `localhost`) should reject unexpected origins
-/// in a layer in front of the router, to prevent DNS rebinding.
+/// A web page can make its visitor's browser `POST` to any address,
+/// `localhost` included, without asking the server first when the body is
+/// `text/plain` or a form (a CORS "simple request"); and through DNS
+/// rebinding, a name of the attacker's can come to point at the server.
+/// Streamable HTTP servers must therefore validate `Origin`, and the
+/// endpoint refuses before it reads a body:
+///
+/// - A request whose `Origin` header is not allowed: HTTP 403. By default
+///   the allowed origins are loopback pages: scheme `http` or `https`, host
+///   `localhost`, `127.0.0.1` or `[::1]`, any port. A rebound name still
+///   sends the attacker's origin, and a page that hides its origin sends
+///   `Origin: null`, so both are refused. Requests without `Origin` are
+///   served: clients other than browsers do not send one, and browsers
+///   send one with every `POST`. A server used by browser clients of known
+///   sites lists them with
+///   [`with_allowed_origins`](McpEndpoint::with_allowed_origins) instead;
+///   [`with_any_origin`](McpEndpoint::with_any_origin) turns the check off,
+///   for a server that authenticates every request and is not reachable
+///   through a private address.
+/// - A body whose `Content-Type` is not `application/json`: HTTP 415. No
+///   browser sends that type to another origin without a CORS preflight,
+///   which this endpoint does not answer.
+///
+/// The `Host` header is not checked. Bind a local server to `127.0.0.1`,
+/// not to every interface, and authenticate callers in a layer in front of
+/// the router.
 ///
 /// # Example
 ///
@@ -184,6 +216,7 @@ pub struct McpEndpoint<S> {
     service: S,
     identity: Option<IdentityFn>,
     body_limit: usize,
+    origins: AllowedOrigins,
 }
 
 impl<S> fmt::Debug for McpEndpoint<S> {
@@ -192,18 +225,20 @@ impl<S> fmt::Debug for McpEndpoint<S> {
             .field("service", &std::any::type_name::<S>())
             .field("identity", &self.identity.is_some())
             .field("body_limit", &self.body_limit)
+            .field("origins", &self.origins)
             .finish()
     }
 }
 
 impl<S> McpEndpoint<S> {
-    /// An endpoint for `service` with the default body limit and no
-    /// identity hook.
+    /// An endpoint for `service` with the default body limit, no identity
+    /// hook, and browser pages served from loopback origins only.
     pub fn new(service: S) -> Self {
         McpEndpoint {
             service,
             identity: None,
             body_limit: DEFAULT_BODY_LIMIT,
+            origins: AllowedOrigins::Loopback,
         }
     }
 
@@ -224,9 +259,42 @@ impl<S> McpEndpoint<S> {
 
     /// The largest request body accepted, in bytes (default
     /// [`DEFAULT_BODY_LIMIT`]). A larger body gets HTTP 413 with a `-32600`
-    /// error and `"id": null`, without being read any further.
+    /// error and `"id": null`. Nothing beyond the limit is kept: the rest is
+    /// read and dropped, up to 4 times the limit in all and for at most
+    /// 5 s, so that a client that writes its whole body before it reads
+    /// (Python's `urllib`, for one) gets the answer instead of a broken
+    /// connection. A body declared larger than that is not read, and the
+    /// connection closes after the answer; so does one that goes on longer.
+    /// A client that sent `Expect: 100-continue` gets the answer before it
+    /// sends anything.
     pub fn with_body_limit(mut self, bytes: usize) -> Self {
         self.body_limit = bytes;
+        self
+    }
+
+    /// Serve browser pages of exactly these origins, instead of the
+    /// loopback pages served by default (see [Security](#security)); a
+    /// request with any other `Origin` gets HTTP 403. Write each origin as a
+    /// browser sends it, `scheme://host` with the port only if it is not the
+    /// scheme's default: `"https://app.example.com"`,
+    /// `"http://localhost:5173"`. Case and a trailing `/` do not matter. An
+    /// empty list serves no browser page at all; requests without `Origin`
+    /// are always served.
+    pub fn with_allowed_origins<I, O>(mut self, origins: I) -> Self
+    where
+        I: IntoIterator<Item = O>,
+        O: AsRef<str>,
+    {
+        self.origins = AllowedOrigins::list(origins);
+        self
+    }
+
+    /// Serve a request whatever its `Origin`. Only for a server that
+    /// authenticates every request by a credential a browser does not send
+    /// by itself (a bearer token, not a cookie), and that no attacker's name
+    /// can be made to point at (not on loopback or a private network).
+    pub fn with_any_origin(mut self) -> Self {
+        self.origins = AllowedOrigins::Any;
         self
     }
 
@@ -250,6 +318,7 @@ impl<S> McpEndpoint<S> {
             service: self.service,
             identity: self.identity,
             body_limit: self.body_limit,
+            origins: self.origins,
             pending: Arc::default(),
         });
         Router::new()

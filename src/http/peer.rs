@@ -17,7 +17,8 @@ use crate::peer::ClientPeer;
 use crate::store::BoxFuture;
 
 /// How many server→client messages one response stream buffers before
-/// [`ClientPeer::request`] waits and [`ClientPeer::notify`] drops.
+/// [`ClientPeer::request`] and [`ClientPeer::notify`] wait for the client
+/// to read.
 pub(super) const OUTGOING_CAPACITY: usize = 64;
 
 /// The client's answer to a server→client request: its `result` or its
@@ -82,18 +83,27 @@ impl ClientPeer for StreamPeer {
     }
 
     fn notify(&self, method: String, params: Value) -> BoxFuture<'static, ()> {
-        // Queued at once, so notifications keep the order they were sent in.
-        if let Err(e) = self
+        // Queued at once when there is room, so notifications keep the order
+        // they were sent in. A full queue waits for the client to read, not
+        // drops: the last message of a stream (a task's final state) must
+        // arrive; the wait ends when the stream does.
+        let message = match self
             .outgoing
             .try_send(outgoing_message(None, method, params))
         {
-            let reason = match e {
-                mpsc::error::TrySendError::Full(_) => "the client reads too slowly",
-                mpsc::error::TrySendError::Closed(_) => "the response stream has ended",
-            };
-            debug!(reason, "dropped a notification to the client");
-        }
-        Box::pin(std::future::ready(()))
+            Ok(()) => return Box::pin(std::future::ready(())),
+            Err(mpsc::error::TrySendError::Full(message)) => message,
+            Err(mpsc::error::TrySendError::Closed(_)) => {
+                debug!("dropped a notification to the client: the response stream has ended");
+                return Box::pin(std::future::ready(()));
+            }
+        };
+        let outgoing = self.outgoing.clone();
+        Box::pin(async move {
+            if outgoing.send(message).await.is_err() {
+                debug!("dropped a notification to the client: the response stream has ended");
+            }
+        })
     }
 
     fn closed(&self) -> BoxFuture<'static, ()> {

@@ -14,7 +14,7 @@ use super::errors::store_failure;
 use super::hub::{EventHub, TaskEvent};
 use super::ids;
 use super::invoker::RerunInvoker;
-use super::registry::Registry;
+use super::registry::{Registry, Reservation};
 
 /// What the layer needs of the inner service to run tasks with it.
 pub(crate) trait InnerService:
@@ -43,7 +43,7 @@ pub(crate) struct Engine {
     pub(crate) store: Arc<dyn TaskStore>,
     pub(crate) cfg: Config,
     clock: Clock,
-    pub(super) registry: Registry,
+    pub(super) registry: Arc<Registry>,
     pub(super) hub: EventHub,
     /// Set once the reaper (and change feed) run.
     pub(super) background: OnceLock<()>,
@@ -63,7 +63,7 @@ impl Engine {
             store,
             cfg,
             clock: Clock::new(),
-            registry: Registry::default(),
+            registry: Arc::default(),
             hub: EventHub::new(events),
             background: OnceLock::new(),
             replica: ids::new_task_id()
@@ -80,12 +80,26 @@ impl Engine {
         (self.cfg.owner)(req)
     }
 
-    /// The `-32602` error if `owner` already has as many unfinished tasks
-    /// in this process as [`Limits::max_tasks_per_owner`](crate::Limits)
-    /// allows.
-    pub(crate) fn owner_at_capacity(&self, owner: Option<&str>) -> Option<JsonRpcError> {
+    /// One of `owner`'s slots of unfinished tasks in this process
+    /// ([`Limits::max_tasks_per_owner`](crate::Limits)), or the `-32602`
+    /// error if all are taken.
+    pub(crate) fn reserve_slot(&self, owner: Option<&str>) -> Result<Reservation, JsonRpcError> {
         self.registry
-            .at_capacity(owner, self.cfg.limits.max_tasks_per_owner)
+            .reserve(owner, self.cfg.limits.max_tasks_per_owner)
+    }
+
+    /// Re-read `owner`'s tasks this replica tracks and forget those that
+    /// ended or are gone (another replica may have finished, cancelled or
+    /// reaped them unseen), then try for a slot again.
+    pub(crate) async fn reserve_slot_after_recount(
+        &self,
+        owner: Option<&str>,
+    ) -> Result<Reservation, JsonRpcError> {
+        for id in self.registry.owned_by(owner) {
+            // A read error keeps the entry: better refused than overshot.
+            let _ = self.lookup_raw(&id).await;
+        }
+        self.reserve_slot(owner)
     }
 
     /// The channel task events go out on.
@@ -101,7 +115,25 @@ impl Engine {
         owner: Option<&str>,
         era: Era,
     ) -> Result<Option<Arc<TaskRecord>>, JsonRpcError> {
-        visible(self.store.get(id, self.now_ms()).await, owner, era)
+        visible(self.lookup_raw(id).await, owner, era)
+    }
+
+    /// Read a task whoever's it is; a task found ended or gone is
+    /// forgotten here.
+    async fn lookup_raw(&self, id: &str) -> store::Result<Option<Arc<TaskRecord>>> {
+        let found = self.store.get(id, self.now_ms()).await;
+        self.saw(id, &found);
+        found
+    }
+
+    /// What a read found, for this replica's registry: an ended or gone
+    /// task is not this replica's to count or run any more.
+    pub(super) fn saw(&self, id: &str, found: &store::Result<Option<Arc<TaskRecord>>>) {
+        match found {
+            Ok(None) => self.registry.forget_ended(id),
+            Ok(Some(r)) if r.status.is_terminal() => self.registry.forget_ended(id),
+            _ => {}
+        }
     }
 }
 

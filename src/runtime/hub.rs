@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use tokio::sync::broadcast;
 
+use super::watchers::TaskWatchers;
 use crate::protocol::TaskStatus;
 use crate::store::{TaskChange, TaskRecord};
 
@@ -33,6 +34,8 @@ pub(crate) struct EventHub {
     /// subscriptions and blocked `tasks/result` calls; only fed while one
     /// listens.
     pub(crate) changes: broadcast::Sender<TaskChange>,
+    /// Waiters on one task each.
+    pub(crate) watchers: Arc<TaskWatchers>,
     /// Whether the store reports changes ([`TaskStore::changes`](crate::TaskStore::changes)).
     pub(crate) has_feed: AtomicBool,
 }
@@ -43,6 +46,7 @@ impl EventHub {
             events,
             snapshots: broadcast::channel(1024).0,
             changes: broadcast::channel(1024).0,
+            watchers: Arc::default(),
             has_feed: AtomicBool::new(false),
         }
     }

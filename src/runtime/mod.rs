@@ -12,6 +12,7 @@
 
 mod answer;
 mod cas;
+mod detach;
 mod engine;
 mod errors;
 pub(crate) mod handlers;
@@ -25,6 +26,7 @@ mod registry;
 mod resume;
 mod runner;
 mod transition;
+mod watchers;
 mod wire;
 
 pub(crate) use engine::Engine;

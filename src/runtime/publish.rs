@@ -38,6 +38,7 @@ impl Engine {
         if self.hub.snapshots.receiver_count() > 0 {
             let _ = self.hub.snapshots.send(Arc::new(record.clone()));
         }
+        self.hub.watchers.wake(&record.id, record.version);
         let _ = self.hub.events.send(TaskEvent {
             task_id: record.id.clone(),
             status: record.status,
@@ -49,13 +50,19 @@ impl Engine {
     /// cancel stops this process's handler of the task now (the heartbeat
     /// would, a period later); subscribers and waiters re-read.
     pub(super) fn on_change(&self, change: TaskChange) {
-        if let TaskChange::Updated {
-            id,
-            status: TaskStatus::Cancelled,
-            ..
-        } = &change
-        {
-            self.registry.cancel_remotely_cancelled(id);
+        if let TaskChange::Updated { id, status, .. } = &change {
+            if *status == TaskStatus::Cancelled {
+                self.registry.cancel_remotely_cancelled(id);
+            }
+            if status.is_terminal() {
+                // Ended here or elsewhere: nothing of it runs or counts
+                // here any more.
+                self.registry.forget_ended(id);
+            }
+        }
+        match &change {
+            TaskChange::Updated { id, version, .. } => self.hub.watchers.wake(id, *version),
+            TaskChange::Missed => self.hub.watchers.wake_all(),
         }
         if self.hub.changes.receiver_count() > 0 {
             let _ = self.hub.changes.send(change);

@@ -75,14 +75,20 @@ impl Engine {
                         }
                     }
                     if ids.len() < REAP_BATCH {
-                        return;
+                        break;
                     }
                 }
                 Err(e) => {
                     warn!(error = %e, "reaping expired tasks failed; will retry");
-                    return;
+                    break;
                 }
             }
+        }
+        // Expired tasks another replica reaped (or this store hides): not
+        // tracked here any more either.
+        for local in self.registry.forget_expired(self.now_ms()) {
+            local.token.cancel();
+            info!(parent: &local.span, "task expired");
         }
     }
 
@@ -117,7 +123,9 @@ impl Engine {
                         .is_ok()
                     {
                         info!(task_id = %next.id, "re-running an orphaned task");
-                        let local = self.registry.get_or_track(&next);
+                        // A token of its own: a runner of the old run still
+                        // alive here (its lease lapsed) stops only itself.
+                        let local = self.registry.rerun(&next);
                         let request = self.resume_request(&next, &local.token);
                         let fut: InnerFuture<InnerFailed> = Box::pin(svc.clone().oneshot(request));
                         let fence = next.lease.as_ref().map_or(0, |l| l.fence);

@@ -5,7 +5,6 @@
 
 use std::sync::Arc;
 
-use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 use tracing::{debug, warn, Instrument};
 
@@ -69,11 +68,7 @@ impl Engine {
     {
         let engine = Arc::clone(self);
         let span = local.span.clone();
-        tokio::spawn(
-            engine
-                .run(svc, id, local.token, first, run)
-                .instrument(span),
-        );
+        tokio::spawn(engine.run(svc, id, local, first, run).instrument(span));
     }
 
     /// Run a task's handler: when `first` answers on its first poll, write
@@ -102,7 +97,7 @@ impl Engine {
         };
         drop(first);
         let mut state_only = run.state_only;
-        let next = Box::pin(self.settle(&id, out, &local.token, run.fence, &mut state_only))
+        let next = Box::pin(self.settle(&id, out, &local, run.fence, &mut state_only))
             .instrument(local.span.clone())
             .await;
         if let Some(at) = run.resumed_at {
@@ -126,12 +121,13 @@ impl Engine {
         self: Arc<Self>,
         svc: S,
         id: String,
-        token: CancellationToken,
+        local: LocalTask,
         first: InnerFuture<S::Error>,
         run: HandlerRun,
     ) where
         S: InnerService,
     {
+        let token = local.token.clone();
         let HandlerRun {
             fence,
             mut resumed_at,
@@ -177,13 +173,15 @@ impl Engine {
                     debug!("the handler outlived its cancel grace; aborting it");
                     handler.abort();
                     crate::metrics::cancel_stopped(grace);
+                    // Cancelled, ended or taken over: not run here any more.
+                    self.registry.forget_run(&id, &local);
                     return;
                 }
             };
             if let Some(at) = cancelled_at {
                 crate::metrics::cancel_stopped(at.elapsed());
             }
-            let next = self.settle(&id, out, &token, fence, &mut state_only).await;
+            let next = self.settle(&id, out, &local, fence, &mut state_only).await;
             if let Some(at) = resumed_at.take() {
                 crate::metrics::resumed(at.elapsed());
             }
@@ -200,7 +198,7 @@ impl Engine {
         &self,
         id: &str,
         out: Result<JsonRpcResponse, E>,
-        token: &CancellationToken,
+        local: &LocalTask,
         fence: u64,
         state_only: &mut u32,
     ) -> AfterSettle {
@@ -226,7 +224,7 @@ impl Engine {
                 next, then: true, ..
             }) => {
                 *state_only += 1;
-                AfterSettle::Reinvoke(self.resume_request(&next, token))
+                AfterSettle::Reinvoke(self.resume_request(&next, &local.token))
             }
             Ok(Outcome::Wrote { prev, next, .. }) => {
                 let local = if next.status.is_terminal() {
@@ -237,7 +235,12 @@ impl Engine {
                 self.publish(prev.status, &next, local.as_ref());
                 AfterSettle::Done
             }
-            Ok(Outcome::Kept(_)) | Err(CasError::Gone | CasError::TooFast) => AfterSettle::Done,
+            // Ended, gone or taken over elsewhere: forgotten here.
+            Ok(Outcome::Kept(_)) | Err(CasError::Gone) => {
+                self.registry.forget_run(id, local);
+                AfterSettle::Done
+            }
+            Err(CasError::TooFast) => AfterSettle::Done,
             Err(CasError::Read(e)) => {
                 warn!(error = %e, "cannot read the task to record the handler's answer");
                 AfterSettle::Done

@@ -44,6 +44,8 @@ where
     expired_records_are_hidden_and_reaped(make().await).await;
     racing_replaces_have_one_winner(make().await).await;
     list_is_per_owner_newest_first(make().await).await;
+    list_never_shows_another_owner_or_era(make().await).await;
+    list_fills_pages_past_expired_records(make().await).await;
     orphans_are_working_tasks_whose_lease_ran_out(make().await).await;
     ready_reads_agree_with_get(make().await).await;
 }
@@ -239,12 +241,19 @@ pub async fn racing_replaces_have_one_winner<S: TaskStore>(store: S) {
     assert_eq!(wins, 1, "exactly one compare-and-set may win");
 }
 
+/// Whether the store lists at all ([`TaskStore::list`] is optional).
+async fn lists<S: TaskStore>(store: &S) -> bool {
+    match store.list(None, Era::Modern, None, 1, T0).await {
+        Err(Error::Unsupported(_)) => false,
+        Err(e) => panic!("list failed: {e:?}"),
+        Ok(_) => true,
+    }
+}
+
 /// `list` returns one owner's records, newest first, paged by position.
 pub async fn list_is_per_owner_newest_first<S: TaskStore>(store: S) {
-    match store.list(None, None, 1, T0).await {
-        Err(Error::Unsupported(_)) => return,
-        Err(e) => panic!("list failed: {e:?}"),
-        Ok(_) => {}
+    if !lists(&store).await {
+        return;
     }
     for i in 0..5 {
         store
@@ -262,7 +271,7 @@ pub async fn list_is_per_owner_newest_first<S: TaskStore>(store: S) {
         .await
         .expect("create");
     let page = store
-        .list(Some("alice"), None, 2, T0 + 10)
+        .list(Some("alice"), Era::Modern, None, 2, T0 + 10)
         .await
         .expect("list");
     let ids: Vec<_> = page.iter().map(|r| r.id.as_str()).collect();
@@ -271,6 +280,7 @@ pub async fn list_is_per_owner_newest_first<S: TaskStore>(store: S) {
     let page2 = store
         .list(
             Some("alice"),
+            Era::Modern,
             Some((last.created_at_ms, &last.id)),
             10,
             T0 + 10,
@@ -284,17 +294,17 @@ pub async fn list_is_per_owner_newest_first<S: TaskStore>(store: S) {
         "the next page continues after the cursor"
     );
     let bob = store
-        .list(Some("bob"), None, 10, T0 + 10)
+        .list(Some("bob"), Era::Modern, None, 10, T0 + 10)
         .await
         .expect("list");
     assert_eq!(bob.len(), 1, "another owner's records never appear");
     assert!(store
-        .list(Some("carol"), None, 10, T0)
+        .list(Some("carol"), Era::Modern, None, 10, T0)
         .await
         .expect("list")
         .is_empty());
     let expired = store
-        .list(Some("alice"), None, 10, T0 + 60_002)
+        .list(Some("alice"), Era::Modern, None, 10, T0 + 60_002)
         .await
         .expect("list");
     let ids: Vec<_> = expired.iter().map(|r| r.id.as_str()).collect();
@@ -303,6 +313,127 @@ pub async fn list_is_per_owner_newest_first<S: TaskStore>(store: S) {
         ["a4", "a3"],
         "expired records are hidden from listings"
     );
+}
+
+/// `list` shows only the records of the owner and era asked for, however
+/// the others interleave with them in time; paging by the position of each
+/// page's last record (what the layer's cursor is made of) reaches every
+/// one of them, once, and never a record of another owner or era.
+pub async fn list_never_shows_another_owner_or_era<S: TaskStore>(store: S) {
+    if !lists(&store).await {
+        return;
+    }
+    let mut mine = Vec::new();
+    for i in 0..12_i64 {
+        // Half are alice's legacy records; the others are hers in the other
+        // era, bob's and nobody's, two records at each time.
+        let (owner, era) = match i % 4 {
+            0 | 3 => (Some("alice"), Era::Legacy),
+            1 => (Some("alice"), Era::Modern),
+            _ => (if i % 8 == 2 { Some("bob") } else { None }, Era::Legacy),
+        };
+        let id = format!("r{i:02}");
+        let mut r = record(&id, owner, T0 + i / 2, None);
+        r.era = era;
+        store.create(r).await.expect("create");
+        if owner == Some("alice") && era == Era::Legacy {
+            mine.push(id);
+        }
+    }
+    mine.reverse();
+    for page in [1, 2, 5] {
+        let mut seen: Vec<String> = Vec::new();
+        let mut after: Option<(i64, String)> = None;
+        loop {
+            let got = store
+                .list(
+                    Some("alice"),
+                    Era::Legacy,
+                    after.as_ref().map(|(c, id)| (*c, id.as_str())),
+                    page,
+                    T0,
+                )
+                .await
+                .expect("list");
+            for r in &got {
+                assert!(
+                    r.owner.as_deref() == Some("alice") && r.era == Era::Legacy,
+                    "list showed {} of {:?} in {:?} to alice's legacy listing",
+                    r.id,
+                    r.owner,
+                    r.era
+                );
+            }
+            seen.extend(got.iter().map(|r| r.id.clone()));
+            match got.last() {
+                Some(last) if got.len() == page => {
+                    after = Some((last.created_at_ms, last.id.clone()));
+                }
+                _ => break,
+            }
+        }
+        assert_eq!(seen, mine, "pages of {page}: every record of hers, once");
+    }
+    let modern = store
+        .list(Some("alice"), Era::Modern, None, 10, T0)
+        .await
+        .expect("list");
+    let ids: Vec<_> = modern.iter().map(|r| r.id.as_str()).collect();
+    assert_eq!(ids, ["r09", "r05", "r01"], "the other era lists apart");
+    let nobody = store
+        .list(None, Era::Legacy, None, 10, T0)
+        .await
+        .expect("list");
+    assert!(
+        nobody.iter().all(|r| r.owner.is_none()),
+        "an ownerless listing shows only ownerless records"
+    );
+    assert_eq!(nobody.len(), 1);
+}
+
+/// Expired records not reaped yet do not cut a page short: a page holds as
+/// many live records as are left, however many newer ones expired.
+pub async fn list_fills_pages_past_expired_records<S: TaskStore>(store: S) {
+    if !lists(&store).await {
+        return;
+    }
+    for i in 0..3 {
+        store
+            .create(record(&format!("old{i}"), Some("alice"), T0 + i, None))
+            .await
+            .expect("create");
+    }
+    for i in 0..100 {
+        store
+            .create(record(
+                &format!("new{i:03}"),
+                Some("alice"),
+                T0 + 10 + i,
+                Some(1_000),
+            ))
+            .await
+            .expect("create");
+    }
+    let now = T0 + 5_000;
+    let page = store
+        .list(Some("alice"), Era::Modern, None, 2, now)
+        .await
+        .expect("list");
+    let ids: Vec<_> = page.iter().map(|r| r.id.as_str()).collect();
+    assert_eq!(ids, ["old2", "old1"], "a full page of the live records");
+    let last = page.last().expect("page");
+    let rest = store
+        .list(
+            Some("alice"),
+            Era::Modern,
+            Some((last.created_at_ms, &last.id)),
+            2,
+            now,
+        )
+        .await
+        .expect("list");
+    let ids: Vec<_> = rest.iter().map(|r| r.id.as_str()).collect();
+    assert_eq!(ids, ["old0"]);
 }
 
 /// `orphans` finds `working` records whose lease ran out, and nothing else:

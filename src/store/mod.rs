@@ -16,6 +16,8 @@
 //! - [`delete_expired`](TaskStore::delete_expired) removes at most `limit`
 //!   expired records and returns their ids; it must be cheap when nothing has
 //!   expired and safe to run from several places at once.
+//! - [`list`](TaskStore::list) (optional) returns one owner's records of one
+//!   era, never anyone else's.
 //!
 //! A store shared by several replicas may also report changes written by
 //! any of them ([`changes`](TaskStore::changes)); the layer then stops a
@@ -25,7 +27,7 @@
 //! answers `tasks/get` inside `Service::call`.
 //!
 //! A [`TaskRecord`] serializes with serde, so a backend may keep it as one
-//! blob next to the few columns it indexes (`id`, `owner`, `status`,
+//! blob next to the few columns it indexes (`id`, `owner`, `era`, `status`,
 //! [`expires_at_ms`](TaskRecord::expires_at_ms), `version`). Its arguments,
 //! `_meta` and result are [`JsonText`]: they serialize as the JSON they
 //! hold, and must be read back with `serde_json`'s deserializer (as
@@ -357,17 +359,24 @@ pub trait TaskStore: fmt::Debug + Send + Sync + 'static {
         self.replace(Arc::unwrap_or_clone(record), expected_version)
     }
 
-    /// At most `limit` records of `owner`, newest first, strictly older than
-    /// the `(created_at_ms, id)` position `after`, hiding expired ones. Used
-    /// by the 2025-11-25 `tasks/list`; optional.
+    /// At most `limit` records of `owner` created in `era`, newest first,
+    /// strictly older than the `(created_at_ms, id)` position `after`,
+    /// hiding expired ones. Used by the 2025-11-25 `tasks/list`; optional.
+    ///
+    /// Only records whose owner and era are exactly the ones asked for may
+    /// come back: the layer makes its cursor of the last record of a page,
+    /// so a record of another owner or era here would leak its id.
+    /// Expired records are skipped, not counted: a page holds `limit`
+    /// records whenever that many live ones are older than `after`.
     fn list<'a>(
         &'a self,
         owner: Option<&'a str>,
+        era: Era,
         after: Option<(i64, &'a str)>,
         limit: usize,
         now_ms: i64,
     ) -> BoxFuture<'a, Result<Vec<Arc<TaskRecord>>>> {
-        let _ = (owner, after, limit, now_ms);
+        let _ = (owner, era, after, limit, now_ms);
         Box::pin(std::future::ready(Err(Error::Unsupported("listing tasks"))))
     }
 
@@ -432,11 +441,12 @@ impl<T: TaskStore + ?Sized> TaskStore for Arc<T> {
     fn list<'a>(
         &'a self,
         owner: Option<&'a str>,
+        era: Era,
         after: Option<(i64, &'a str)>,
         limit: usize,
         now_ms: i64,
     ) -> BoxFuture<'a, Result<Vec<Arc<TaskRecord>>>> {
-        (**self).list(owner, after, limit, now_ms)
+        (**self).list(owner, era, after, limit, now_ms)
     }
     fn orphans(&self, now_ms: i64, limit: usize) -> BoxFuture<'_, Result<Vec<Arc<TaskRecord>>>> {
         (**self).orphans(now_ms, limit)

@@ -2,6 +2,7 @@
 #![allow(dead_code, unreachable_pub)]
 
 #[cfg(feature = "postgres")]
+pub mod faults;
 pub mod pg;
 #[cfg(feature = "axum")]
 pub mod wire;

@@ -188,7 +188,7 @@ pub(crate) async fn rpc(addr: SocketAddr, body: &Value, caller: Option<&str>) ->
     serde_json::from_slice(&reply.body).unwrap()
 }
 
-async fn post(addr: SocketAddr, headers: Headers, body: impl Into<Bytes>) -> Reply {
+pub(crate) async fn post(addr: SocketAddr, headers: Headers, body: impl Into<Bytes>) -> Reply {
     send(addr, Method::POST, &headers, Full::new(body.into())).await
 }
 

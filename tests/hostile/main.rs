@@ -16,6 +16,9 @@ mod common;
 
 mod cases;
 mod client;
+mod defects;
+mod edges;
+mod owners;
 mod world;
 
 use common::wire::{send, Chunked};

@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use mcp_task_layer::{McpEndpoint, TaskEvent};
+use mcp_task_layer::{McpEndpoint, TaskEvent, TaskLayer};
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
 use tokio::sync::broadcast;
@@ -24,9 +24,13 @@ pub(crate) struct Server {
     events: broadcast::Receiver<TaskEvent>,
 }
 
-async fn start() -> Server {
+pub(crate) async fn start() -> Server {
+    start_with(common::layer()).await
+}
+
+/// [`start`] with a layer of the test's own.
+pub(crate) async fn start_with(layer: TaskLayer) -> Server {
     let seen = Arc::new(common::Seen::default());
-    let layer = common::layer();
     let events = layer.subscribe();
     let service = ServiceBuilder::new()
         .layer(layer)

@@ -2,6 +2,7 @@
 //! policy's window, answer synchronously (or with plain MRTR) if it ended,
 //! otherwise store the task, answer with it and keep the handler running.
 
+use std::future::Future;
 use std::sync::Arc;
 
 use serde_json::{json, Value};
@@ -9,15 +10,17 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::config::TaskPolicy;
-use crate::json::{write_json, JsonText};
+use crate::json::{json_size, write_json, JsonText};
 use crate::jsonrpc::{JsonRpcError, JsonRpcRequest, JsonRpcResponse, RequestId};
+use crate::limits::Limits;
 use crate::peer::Peer;
 use crate::protocol::InputResponses;
 use crate::runtime::answer::{is_mrtr, HandlerAnswer};
+use crate::runtime::detach::run_to_completion;
 use crate::runtime::engine::{Engine, InnerService};
 use crate::runtime::errors::store_failure;
 use crate::runtime::ids::new_task_id;
-use crate::runtime::registry::{task_span, LocalTask};
+use crate::runtime::registry::{LocalTask, Reservation};
 use crate::runtime::runner::{HandlerRun, InnerFuture};
 use crate::runtime::{transition, wire};
 use crate::store::{Era, TaskRecord};
@@ -51,8 +54,12 @@ pub(crate) struct KeptCall {
 }
 
 impl KeptCall {
-    /// The copies, or the error for a call nesting too deeply to keep.
-    pub(crate) fn of(req: &JsonRpcRequest) -> Result<Self, JsonRpcError> {
+    /// The copies, or the error for a call a task could not keep: nesting
+    /// too deeply, `arguments` that are not an object, answers sent with
+    /// the call (`inputResponses`) beyond the answer limits, or more to
+    /// store than [`Limits::max_arguments_bytes`] allows (answers and
+    /// `requestState` count: the task stores them too).
+    pub(crate) fn of(req: &JsonRpcRequest, limits: &Limits) -> Result<Self, JsonRpcError> {
         let mut kept = KeptCall {
             arguments: None,
             meta: None,
@@ -68,6 +75,11 @@ impl KeptCall {
         };
         kept.size = "null".len();
         if let Some(a) = params.get("arguments") {
+            if !a.is_object() {
+                return Err(JsonRpcError::invalid_params(
+                    "\"arguments\" must be an object",
+                ));
+            }
             let text = keep(a).ok_or_else(|| too_deep("arguments"))?;
             kept.size = text.len();
             kept.arguments = Some(text);
@@ -77,6 +89,25 @@ impl KeptCall {
             kept.size += text.len();
             kept.meta = Some(text);
         }
+        match params.get("inputResponses") {
+            None | Some(Value::Null) => {}
+            Some(Value::Object(answers)) => {
+                limits.check_answers(answers)?;
+                kept.size += answers
+                    .iter()
+                    .map(|(k, v)| k.len() + json_size(v))
+                    .sum::<usize>();
+            }
+            Some(_) => {
+                return Err(JsonRpcError::invalid_params(
+                    "\"inputResponses\" must be an object",
+                ))
+            }
+        }
+        if let Some(Value::String(state)) = params.get("requestState") {
+            kept.size += state.len();
+        }
+        limits.check_arguments(kept.size)?;
         Ok(kept)
     }
 }
@@ -94,6 +125,8 @@ pub(crate) struct TaskCandidate {
     pub(crate) era: Era,
     pub(crate) requested_ttl: Option<u64>,
     pub(crate) peer: Option<Peer>,
+    /// The owner's slot this call holds until it ends or becomes a task.
+    pub(crate) reservation: Reservation,
 }
 
 impl TaskCandidate {
@@ -102,6 +135,7 @@ impl TaskCandidate {
         kept: KeptCall,
         owner: Option<String>,
         era: Era,
+        reservation: Reservation,
     ) -> Self {
         let mut call = TaskCandidate {
             id: req.id.clone(),
@@ -114,6 +148,7 @@ impl TaskCandidate {
             era,
             requested_ttl: None,
             peer: req.extensions.get::<Peer>().cloned(),
+            reservation,
         };
         // One pass over the parameters rather than a lookup per key.
         for (key, value) in req.params_object().into_iter().flatten() {
@@ -135,18 +170,31 @@ impl TaskCandidate {
 }
 
 impl Engine {
+    /// Refuse a `tools/call` that may become a task when the layer requires
+    /// an identity and the caller has none
+    /// ([`TaskLayer::with_identity_required`](crate::TaskLayer::with_identity_required)).
+    pub(crate) fn check_identity(&self, owner: Option<&str>) -> Result<(), JsonRpcError> {
+        if self.cfg.identity_required && owner.is_none() {
+            return Err(JsonRpcError::invalid_request(
+                "a task needs an identified caller",
+            ));
+        }
+        Ok(())
+    }
+
     /// Run a `tools/call` that may become a task: wait up to the policy's
     /// window for the handler, answer synchronously (or with plain MRTR) if
     /// it finished, otherwise store a task and keep the handler running.
-    pub(crate) async fn tools_call<S>(
+    pub(crate) async fn tools_call<S, F>(
         self: Arc<Self>,
         svc: S,
         call: TaskCandidate,
         policy: TaskPolicy,
-        fut: S::Future,
+        fut: F,
     ) -> Result<JsonRpcResponse, S::Error>
     where
         S: InnerService,
+        F: Future<Output = Result<JsonRpcResponse, S::Error>> + Send + 'static,
     {
         let window = match policy {
             TaskPolicy::Auto { within } => within,
@@ -177,13 +225,18 @@ impl Engine {
                 }
                 // A `Task` tool that has answered already: its task is
                 // written once, finished.
-                Ok(Ok(resp)) => return Box::pin(self.create_finished(Box::new(call), resp)).await,
+                Ok(Ok(resp)) => {
+                    return run_to_completion(Box::pin(self.create_finished(Box::new(call), resp)))
+                        .await
+                }
                 Err(()) => fut,
             }
         };
         // Boxed, the call too: the window above is all most `Auto` calls
         // need (BENCHMARKS.md: futures of 1 KB and more).
-        Box::pin(self.create_task(svc, Box::new(call), fut)).await
+        // Run to completion: once the task is written, its runner must start
+        // even if the caller has gone.
+        run_to_completion(Box::pin(self.create_task(svc, Box::new(call), fut))).await
     }
 
     /// The record of a new task for `call`, `working` at version 1, or the
@@ -241,22 +294,16 @@ impl Engine {
         let answer =
             HandlerAnswer::from_output::<E>(Ok(resp)).bounded(self.cfg.limits.max_result_bytes);
         let done = transition::finished_at_once(&working, answer);
-        let span = task_span(&working.id, &working.tool_name);
+        let local = LocalTask::new(&working, call.token.clone(), None);
         let done = Arc::new(done);
         if let Err(e) = self.store.create_shared(Arc::clone(&done)).await {
             return Ok(JsonRpcResponse::error(call.id, store_failure(&e)));
         }
-        info!(parent: &span, status = %working.status, "task created");
+        info!(parent: &local.span, status = %working.status, "task created");
         self.announce(&working);
         let created = wire::create_result(&working);
         crate::metrics::created(working.era);
-        let local = LocalTask {
-            token: call.token.clone(),
-            span,
-            peer: None,
-            status: working.status,
-            owner: None,
-        };
+        // Finished already: its owner's slot is given back (`call` drops).
         self.publish(working.status, &done, Some(&local));
         Ok(JsonRpcResponse::trusted_text(call.id, created))
     }
@@ -278,22 +325,15 @@ impl Engine {
             Err(e) => return Ok(JsonRpcResponse::error(call.id, e)),
         };
         record.lease = Some(self.new_lease(None));
-        let span = task_span(&record.id, &record.tool_name);
         let record = Arc::new(record);
         if let Err(e) = self.store.create_shared(Arc::clone(&record)).await {
             // Dropping the handler's future stops it.
             call.token.cancel();
             return Ok(JsonRpcResponse::error(call.id, store_failure(&e)));
         }
-        info!(parent: &span, status = %record.status, "task created");
-        let local = LocalTask {
-            token: call.token,
-            span,
-            peer: call.peer,
-            status: record.status,
-            owner: record.owner.clone(),
-        };
-        self.registry.track(&record.id, local.clone());
+        let local = LocalTask::new(&record, call.token, call.peer);
+        info!(parent: &local.span, status = %record.status, "task created");
+        call.reservation.commit(&record.id, local.clone());
         self.announce(&record);
         let created = wire::create_result(&record);
         crate::metrics::created(record.era);

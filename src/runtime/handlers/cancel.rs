@@ -3,15 +3,27 @@
 
 use super::{respond, task_id_param, Reply};
 use crate::jsonrpc::{JsonRpcError, JsonRpcRequest, JsonRpcResponse};
+use std::sync::Arc;
+
 use crate::runtime::cas::{Decision, Outcome, Reader};
+use crate::runtime::detach::run_to_completion;
 use crate::runtime::engine::Engine;
 use crate::runtime::{transition, wire};
 use crate::store::Era;
 
 impl Engine {
-    pub(crate) async fn tasks_cancel(&self, req: JsonRpcRequest, era: Era) -> JsonRpcResponse {
-        let answer = self.cancel(&req, era).await;
-        respond(req.id, answer)
+    /// Run to completion: once the cancel is written, the handler's token
+    /// must be tripped even if the caller has gone.
+    pub(crate) async fn tasks_cancel(
+        self: Arc<Self>,
+        req: JsonRpcRequest,
+        era: Era,
+    ) -> JsonRpcResponse {
+        run_to_completion(Box::pin(async move {
+            let answer = self.cancel(&req, era).await;
+            respond(req.id, answer)
+        }))
+        .await
     }
 
     async fn cancel(&self, req: &JsonRpcRequest, era: Era) -> Result<Reply, JsonRpcError> {

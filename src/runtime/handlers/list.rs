@@ -1,5 +1,5 @@
 //! `tasks/list` (2025-11-25): the caller's tasks, newest first, a page at a
-//! time behind an opaque cursor.
+//! time behind an opaque cursor; only for a caller with an identity.
 
 use serde_json::{json, Value};
 
@@ -18,6 +18,12 @@ impl Engine {
     }
 
     async fn list(&self, req: &JsonRpcRequest) -> Result<Reply, JsonRpcError> {
+        // Callers without an identity all share the one ownerless key: a
+        // listing would show each the others' tasks (R52). The method is
+        // not offered to them (nor advertised in `initialize`), R77.
+        let owner = self
+            .owner_of(req)
+            .ok_or_else(|| JsonRpcError::method_not_found("tasks/list"))?;
         let after = match req.params_object().and_then(|p| p.get("cursor")) {
             None | Some(Value::Null) => None,
             Some(Value::String(c)) => Some(
@@ -25,12 +31,14 @@ impl Engine {
             ),
             Some(_) => return Err(JsonRpcError::invalid_params("\"cursor\" must be a string")),
         };
-        let owner = self.owner_of(req);
         let page = self.cfg.list_page_size.max(1);
+        // Of this owner and era at the store: the cursor below is made of
+        // the page's last record, so it can only ever name one of theirs.
         let records = self
             .store
             .list(
-                owner.as_deref(),
+                Some(&owner),
+                Era::Legacy,
                 after.as_ref().map(|(c, id)| (*c, id.as_str())),
                 page + 1,
                 self.now_ms(),
@@ -42,11 +50,7 @@ impl Engine {
             })?;
         let more = records.len() > page;
         let shown = &records[..records.len().min(page)];
-        let tasks: Vec<Value> = shown
-            .iter()
-            .filter(|r| r.era == Era::Legacy)
-            .map(|r| wire::legacy::task_value(r))
-            .collect();
+        let tasks: Vec<Value> = shown.iter().map(|r| wire::legacy::task_value(r)).collect();
         let mut out = json!({ "tasks": tasks });
         if more {
             if let Some(last) = shown.last() {

@@ -3,6 +3,7 @@
 //! each has ended or the client has gone.
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use serde_json::{json, Value};
 use tokio::sync::broadcast;
@@ -81,6 +82,7 @@ impl Engine {
             meta,
             owner,
             watched,
+            expiry_changed: true,
         };
         let closed = sub.peer.closed();
         tokio::pin!(closed);
@@ -89,7 +91,24 @@ impl Engine {
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             tick
         });
+        // Reaping a task is no write a subscription hears of (a `DELETE`
+        // fires no change feed either): it re-reads a watched task when its
+        // TTL runs out, and the task, gone, ends its watch.
+        let expiry = tokio::time::sleep(Duration::ZERO);
+        tokio::pin!(expiry);
+        let mut expiry_armed = false;
         while !sub.watched.is_empty() {
+            if std::mem::take(&mut sub.expiry_changed) {
+                expiry_armed = match sub.earliest_expiry() {
+                    Some(at) => {
+                        let left = u64::try_from(at.saturating_sub(self.now_ms())).unwrap_or(0);
+                        let when = tokio::time::Instant::now() + Duration::from_millis(left);
+                        expiry.as_mut().reset(when);
+                        true
+                    }
+                    None => false,
+                };
+            }
             let tick = async {
                 match resync.as_mut() {
                     Some(tick) => {
@@ -124,6 +143,10 @@ impl Engine {
                     sub.resync().await?;
                     continue;
                 }
+                () = &mut expiry, if expiry_armed => {
+                    sub.refresh_expired().await?;
+                    continue;
+                }
                 () = &mut closed => break,
             };
             sub.push_change(&record).await;
@@ -141,6 +164,9 @@ struct Subscription<'a> {
     meta: Value,
     owner: Option<String>,
     watched: HashMap<String, LastPushed>,
+    /// Whether the set of watched tasks changed since its earliest expiry
+    /// was last taken.
+    expiry_changed: bool,
 }
 
 impl Subscription<'_> {
@@ -162,11 +188,50 @@ impl Subscription<'_> {
             .await?;
         match found {
             Some(r) => self.push_change(&r).await,
-            None => {
-                self.watched.remove(&task_id);
-            }
+            None => self.unwatch(&task_id),
         }
         Ok(())
+    }
+
+    /// Re-read the watched tasks whose TTL has run out: each is gone (or,
+    /// on a store that keeps it a little longer, read again later).
+    async fn refresh_expired(&mut self) -> Result<(), JsonRpcError> {
+        let now = self.engine.now_ms();
+        let due: Vec<String> = self
+            .watched
+            .iter()
+            .filter(|(_, seen)| seen.expires_at_ms.is_some_and(|at| at <= now))
+            .map(|(id, _)| id.clone())
+            .collect();
+        for task_id in due {
+            self.refresh(task_id).await?;
+        }
+        // A task still read after its TTL is retried a second later, not
+        // in a busy loop.
+        self.expiry_changed = true;
+        Ok(())
+    }
+
+    /// The earliest TTL end among the watched tasks, if any has one; a
+    /// task still readable past it is looked at again a second later.
+    fn earliest_expiry(&self) -> Option<i64> {
+        let now = self.engine.now_ms();
+        self.watched
+            .values()
+            .filter_map(|seen| seen.expires_at_ms)
+            .map(|at| {
+                if at <= now {
+                    now.saturating_add(1_000)
+                } else {
+                    at
+                }
+            })
+            .min()
+    }
+
+    fn unwatch(&mut self, task_id: &str) {
+        self.watched.remove(task_id);
+        self.expiry_changed = true;
     }
 
     /// Notify one watched task's change, once per version.
@@ -178,15 +243,16 @@ impl Subscription<'_> {
             return;
         }
         let now = LastPushed::of(r);
-        // A lease renewal is a new version that shows nothing new.
-        let visible = (now.status, now.updated_at_ms, now.round)
-            != (seen.status, seen.updated_at_ms, seen.round);
+        // A lease renewal is a new version that shows nothing new. A
+        // partial answer may keep the status and, in the same millisecond,
+        // `lastUpdatedAt`: it shows fewer input requests.
+        let visible = now.shown() != seen.shown();
         *seen = now;
         if !visible {
             return;
         }
         if r.status.is_terminal() {
-            self.watched.remove(&r.id);
+            self.unwatch(&r.id);
         }
         let mut params = wire::modern::detailed_value(r, None);
         params["_meta"] = self.meta.clone();
@@ -200,6 +266,10 @@ struct LastPushed {
     status: TaskStatus,
     updated_at_ms: i64,
     round: u32,
+    /// Within one input round, keys are only ever answered, never added:
+    /// their number tells a partial answer.
+    outstanding: usize,
+    expires_at_ms: Option<i64>,
 }
 
 impl LastPushed {
@@ -209,6 +279,18 @@ impl LastPushed {
             status: r.status,
             updated_at_ms: r.updated_at_ms,
             round: r.round,
+            outstanding: r.input_requests.len(),
+            expires_at_ms: r.expires_at_ms(),
         }
+    }
+
+    /// What a client could tell apart between two versions.
+    fn shown(&self) -> (TaskStatus, i64, u32, usize) {
+        (
+            self.status,
+            self.updated_at_ms,
+            self.round,
+            self.outstanding,
+        )
     }
 }

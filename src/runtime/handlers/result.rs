@@ -6,16 +6,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{json, Map, Value};
-use tokio::sync::broadcast;
 
 use super::{respond, task_id_param, Reply};
 use crate::jsonrpc::{code, JsonRpcError, JsonRpcRequest, JsonRpcResponse};
 use crate::peer::Peer;
 use crate::protocol::{TaskStatus, META_RELATED_TASK};
+use crate::runtime::detach::run_to_completion;
 use crate::runtime::engine::{Engine, InnerService};
 use crate::runtime::errors::task_not_found;
 use crate::runtime::wire;
-use crate::store::{Era, TaskChange, TaskOutcome, TaskRecord};
+use crate::store::{Era, TaskOutcome, TaskRecord};
 
 impl Engine {
     /// `tasks/result`: wait until the task is terminal, woken by task events
@@ -43,8 +43,9 @@ impl Engine {
         let task_id = task_id_param(req)?;
         let owner = self.owner_of(req);
         let peer = req.extensions.get::<Peer>().cloned();
-        let mut events = self.hub.events.subscribe();
-        let mut changes = self.hub.changes.subscribe();
+        // Watched before the first read, so no write falls in between; only
+        // this task's writes wake this waiter.
+        let mut watch = self.hub.watchers.watch(task_id);
         let mut notified: Option<(TaskStatus, u64)> = None;
         loop {
             let record = self
@@ -73,16 +74,10 @@ impl Engine {
                     )
                     .with_data(json!({ "taskId": record.id, "status": status })))
                 }
-                (TaskStatus::InputRequired, _) if peer.is_some() => {
-                    if let Some(peer) = &peer {
-                        self.deliver_inputs(svc.clone(), peer, &record, owner.as_deref())
-                            .await?;
-                    }
-                    continue;
-                }
                 _ => {}
             }
-            // Wait for a change of this task, or its expiry.
+            // Wait for a change of this task, or its expiry: reaping is no
+            // write anyone hears of, so the timer is what ends the wait.
             let expiry = record.expires_at_ms().map(|at| {
                 let left = u64::try_from(at.saturating_sub(self.now_ms())).unwrap_or(0);
                 tokio::time::Instant::now() + Duration::from_millis(left)
@@ -94,6 +89,17 @@ impl Engine {
                 }
             };
             tokio::pin!(expired);
+            if let (TaskStatus::InputRequired, Some(peer)) = (record.status, &peer) {
+                // A client that never answers must not hold the call past
+                // the task's end either.
+                tokio::select! {
+                    delivered = self.deliver_inputs(svc.clone(), peer, &record, owner.as_deref()) => {
+                        delivered?;
+                    }
+                    () = &mut expired => {}
+                }
+                continue;
+            }
             // Without a change feed, another replica's write shows up only
             // when read again.
             let resync = async {
@@ -103,26 +109,10 @@ impl Engine {
                 }
             };
             tokio::pin!(resync);
-            loop {
-                tokio::select! {
-                    () = &mut resync => break,
-                    event = events.recv() => match event {
-                        Ok(e) if e.task_id != record.id => continue,
-                        Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => break,
-                        Err(broadcast::error::RecvError::Closed) => {
-                            return Err(JsonRpcError::internal("the task layer is shutting down"))
-                        }
-                    },
-                    change = changes.recv() => match change {
-                        Ok(TaskChange::Updated { id, version, .. })
-                            if id != record.id || version <= record.version => continue,
-                        Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => break,
-                        Err(broadcast::error::RecvError::Closed) => {
-                            return Err(JsonRpcError::internal("the task layer is shutting down"))
-                        }
-                    },
-                    () = &mut expired => break,
-                }
+            tokio::select! {
+                () = &mut resync => {}
+                () = watch.changed() => {}
+                () = &mut expired => {}
             }
         }
     }
@@ -159,8 +149,16 @@ impl Engine {
             let mut answers = Map::new();
             answers.insert(key.clone(), answer);
             self.cfg.limits.check_answers(&answers)?;
-            self.accept_answers(svc.clone(), &record.id, owner, Era::Legacy, &answers)
-                .await?;
+            // Run to completion: once the answer is written, the handler
+            // must resume even if the waiting client has gone.
+            let engine = Arc::clone(self);
+            let (svc, id, owner) = (svc.clone(), record.id.clone(), owner.map(str::to_owned));
+            run_to_completion(Box::pin(async move {
+                engine
+                    .accept_answers(svc, &id, owner.as_deref(), Era::Legacy, &answers)
+                    .await
+            }))
+            .await?;
         }
         Ok(())
     }

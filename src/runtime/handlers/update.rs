@@ -6,6 +6,7 @@ use serde_json::Value;
 
 use super::{respond, task_id_param, Reply};
 use crate::jsonrpc::{JsonRpcError, JsonRpcRequest, JsonRpcResponse};
+use crate::runtime::detach::run_to_completion;
 use crate::runtime::engine::{Engine, InnerService};
 use crate::store::Era;
 
@@ -29,12 +30,13 @@ impl Engine {
             };
             self.cfg.limits.check_answers(answers)?;
             let owner = self.owner_of(&req);
-            // Boxed, like the handler run inside it: see BENCHMARKS.md on
-            // futures of 1 KB and more.
-            Box::pin(self.accept_answers(svc, task_id, owner.as_deref(), Era::Modern, answers))
+            self.accept_answers(svc, task_id, owner.as_deref(), Era::Modern, answers)
                 .await?;
             Ok(Reply::Ack)
         };
-        respond(id, answered.await)
+        // Boxed (see BENCHMARKS.md on futures of 1 KB and more) and run to
+        // completion: once the answers are written, the handler must resume
+        // even if the caller has gone.
+        respond(id, run_to_completion(Box::pin(answered)).await)
     }
 }

@@ -20,7 +20,7 @@ pub(super) struct Done {
     poll_interval_ms: Option<u64>,
     pub(super) version: u64,
     round: u32,
-    era: Era,
+    pub(super) era: Era,
     status: TaskStatus,
     cancel_requested: bool,
     outcome: Kept,

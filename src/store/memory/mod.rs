@@ -13,12 +13,13 @@ mod tests;
 use std::collections::hash_map::Entry;
 use std::collections::{BTreeSet, HashMap};
 use std::hash::BuildHasher;
+use std::ops::Bound;
 use std::sync::{Arc, PoisonError, RwLock};
 
 use self::compact::Done;
 use self::id::Id;
 use self::slot::Slot;
-use super::{BoxFuture, Error, Result, TaskRecord, TaskStore};
+use super::{BoxFuture, Era, Error, Result, TaskRecord, TaskStore};
 
 const SHARDS: usize = 64;
 /// Expired records removed per write lock of a shard while reaping.
@@ -60,8 +61,16 @@ struct Inner {
     hasher: Hasher64,
 }
 
-/// Owner key → `(created_at_ms, id)` of each of its records.
-type OwnerIndex = HashMap<Option<String>, BTreeSet<(i64, Id)>>;
+/// Owner key and era → `(created_at_ms, id)` of each of its records: a
+/// listing walks only the records it may show.
+type OwnerIndex = HashMap<OwnerKey, BTreeSet<(i64, Id)>>;
+
+/// Whose records, of which era.
+type OwnerKey = (Option<String>, Era);
+
+/// Index entries a listing reads per owner-shard lock, beyond what the page
+/// still lacks: a few expired records then cost no second lock.
+const LIST_SLACK: usize = 8;
 
 /// Task ids are the layer's 128 random bits, never the client's choice, so
 /// a fast seeded hash will do (SipHash cost ~200 instructions per id, and a
@@ -126,6 +135,7 @@ impl MemoryStore {
 
     fn create_now(&self, record: Arc<TaskRecord>) -> Result<()> {
         let owner = record.owner.clone();
+        let era = record.era;
         let created = record.created_at_ms;
         let expires = record.expires_at_ms();
         // Allocate outside the lock.
@@ -144,7 +154,7 @@ impl MemoryStore {
             }
         }
         write(self.owner_shard(owner.as_deref()))
-            .entry(owner)
+            .entry((owner, era))
             .or_default()
             .insert((created, id));
         Ok(())
@@ -184,7 +194,7 @@ impl MemoryStore {
     }
 
     fn delete_expired_now(&self, now_ms: i64, limit: usize) -> Vec<String> {
-        let mut gone: Vec<(usize, Option<String>, i64, Id)> = Vec::new();
+        let mut gone: Vec<(usize, OwnerKey, i64, Id)> = Vec::new();
         // Freed after the shard locks are released.
         let mut freed: Vec<Slot> = Vec::new();
         for lock in self.inner.shards.iter() {
@@ -217,7 +227,8 @@ impl MemoryStore {
                     if let Some(slot) = shard.tasks.remove(&id) {
                         let owner = slot.owner().map(str::to_owned);
                         let index = self.owner_shard_index(owner.as_deref());
-                        gone.push((index, owner, slot.created_at_ms(), id));
+                        let key = (owner, slot.era());
+                        gone.push((index, key, slot.created_at_ms(), id));
                         freed.push(slot);
                     }
                 }
@@ -241,11 +252,11 @@ impl MemoryStore {
         gone.sort_unstable_by_key(|g| g.0);
         for batch in gone.chunk_by(|a, b| a.0 == b.0) {
             let mut owners = write(&self.inner.owners[batch[0].0]);
-            for (_, owner, created, id) in batch {
-                if let Some(set) = owners.get_mut(owner) {
+            for (_, key, created, id) in batch {
+                if let Some(set) = owners.get_mut(key) {
                     set.remove(&(*created, id.clone()));
                     if set.is_empty() {
-                        owners.remove(owner);
+                        owners.remove(key);
                     }
                 }
             }
@@ -265,38 +276,49 @@ impl MemoryStore {
         Some(found.into_record(id))
     }
 
+    /// A page of `owner`'s records of `era`, walked newest first from
+    /// `after` a batch at a time until `limit` live ones are found: expired
+    /// records not reaped yet are skipped, however many there are.
     fn list_now(
         &self,
         owner: Option<&str>,
+        era: Era,
         after: Option<(i64, &str)>,
         limit: usize,
         now_ms: i64,
     ) -> Vec<Arc<TaskRecord>> {
-        let key = owner.map(str::to_owned);
-        let ids: Vec<Id> = {
-            let owners = read(self.owner_shard(owner));
-            let Some(set) = owners.get(&key) else {
-                return Vec::new();
+        let key = (owner.map(str::to_owned), era);
+        let mut upper = after.map(|(c, id)| (c, Id::new(id)));
+        let mut out = Vec::with_capacity(limit.min(64));
+        while out.len() < limit {
+            let want = (limit - out.len()).saturating_add(LIST_SLACK);
+            let batch: Vec<(i64, Id)> = {
+                let owners = read(self.owner_shard(owner));
+                let Some(set) = owners.get(&key) else {
+                    break;
+                };
+                let end = upper.clone().map_or(Bound::Unbounded, Bound::Excluded);
+                set.range((Bound::Unbounded, end))
+                    .rev()
+                    .take(want)
+                    .cloned()
+                    .collect()
             };
-            let upper = after.map(|(c, id)| (c, Id::new(id)));
-            // Newest first: walk the (created, id) set backwards from `after`.
-            let iter: Box<dyn Iterator<Item = &(i64, Id)>> = match &upper {
-                Some(bound) => Box::new(set.range(..bound.clone()).rev()),
-                None => Box::new(set.iter().rev()),
-            };
-            // Take a little more than a page: some may have just expired.
-            iter.take(limit.saturating_mul(2).max(limit + 8))
-                .map(|(_, id)| id.clone())
-                .collect()
-        };
-        let mut out = Vec::with_capacity(limit.min(ids.len()));
-        for id in ids {
-            if out.len() == limit {
+            for (_, id) in &batch {
+                if out.len() == limit {
+                    break;
+                }
+                // The index is written apart from the record: check that
+                // the record found is still the one indexed.
+                match self.get_now(id.as_str(), now_ms) {
+                    Some(r) if r.owner.as_deref() == owner && r.era == era => out.push(r),
+                    _ => {}
+                }
+            }
+            if batch.len() < want {
                 break;
             }
-            if let Some(r) = self.get_now(id.as_str(), now_ms) {
-                out.push(r);
-            }
+            upper = batch.last().cloned();
         }
         out
     }
@@ -348,12 +370,13 @@ impl TaskStore for MemoryStore {
     fn list<'a>(
         &'a self,
         owner: Option<&'a str>,
+        era: Era,
         after: Option<(i64, &'a str)>,
         limit: usize,
         now_ms: i64,
     ) -> BoxFuture<'a, Result<Vec<Arc<TaskRecord>>>> {
         Box::pin(std::future::ready(Ok(
-            self.list_now(owner, after, limit, now_ms)
+            self.list_now(owner, era, after, limit, now_ms)
         )))
     }
 }

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use super::compact::Done;
-use crate::store::TaskRecord;
+use crate::store::{Era, TaskRecord};
 
 /// A stored record: as the layer wrote it, or compact once finished.
 #[derive(Debug)]
@@ -31,6 +31,13 @@ impl Slot {
         match self {
             Slot::Full(r) => r.created_at_ms,
             Slot::Done(d) => d.created_at_ms,
+        }
+    }
+
+    pub(super) fn era(&self) -> Era {
+        match self {
+            Slot::Full(r) => r.era,
+            Slot::Done(d) => d.era,
         }
     }
 

@@ -111,7 +111,7 @@ async fn finished_records_are_compact_and_read_back_exactly() {
         let got = store.get(&id, 1_000).await.unwrap().unwrap();
         assert_eq!(*got, done);
         let listed = store
-            .list(done.owner.as_deref(), None, 10, 1_000)
+            .list(done.owner.as_deref(), done.era, None, 10, 1_000)
             .await
             .unwrap();
         assert!(listed.iter().any(|r| **r == done));
@@ -157,7 +157,10 @@ async fn reaping_expired_compact_records_cleans_every_index() {
     gone.extend(store.delete_expired(1_010, 1_000).await.unwrap());
     assert_eq!(gone.len(), 50);
     assert_eq!(store.len(), 50);
-    let listed = store.list(Some("alice"), None, 1_000, 1_010).await.unwrap();
+    let listed = store
+        .list(Some("alice"), Era::Modern, None, 1_000, 1_010)
+        .await
+        .unwrap();
     assert_eq!(listed.len(), 50);
     let total: usize = store
         .inner
@@ -193,7 +196,14 @@ async fn reaping_takes_every_expired_record_in_bounded_batches() {
         1_000
     );
     assert_eq!(store.len(), 1);
-    assert_eq!(store.list(None, None, 10, 5).await.unwrap().len(), 1);
+    assert_eq!(
+        store
+            .list(None, Era::Modern, None, 10, 5)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
 }
 
 #[tokio::test]

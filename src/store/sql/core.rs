@@ -7,10 +7,10 @@ use sqlx::{
 };
 
 use super::dialect::Engine;
-use super::row::{backend, decode, records, to_i64, Columns};
+use super::row::{backend, decode, era_name, records, to_i64, Columns};
 use super::statements::Statements;
 use crate::clock::unix_now_ms;
-use crate::store::{Error, Result, TaskRecord};
+use crate::store::{Era, Error, Result, TaskRecord};
 
 /// The store primitives over one engine's pools.
 #[derive(Debug)]
@@ -208,6 +208,7 @@ where
     pub(crate) async fn list(
         &self,
         owner: Option<&str>,
+        era: Era,
         after: Option<(i64, &str)>,
         limit: usize,
         now_ms: i64,
@@ -220,6 +221,7 @@ where
         if let Some(owner) = owner {
             query = query.bind(owner);
         }
+        query = query.bind(era_name(era));
         if let Some((created, id)) = after {
             query = query.bind(created).bind(id);
         }

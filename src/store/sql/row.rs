@@ -19,7 +19,7 @@ pub(super) fn to_i64(n: u64, what: &'static str) -> Result<i64> {
     i64::try_from(n).map_err(|_| Error::Encode(format!("{what} {n} exceeds i64").into()))
 }
 
-fn era_name(era: Era) -> &'static str {
+pub(super) fn era_name(era: Era) -> &'static str {
     match era {
         Era::Modern => "modern",
         Era::Legacy => "legacy",

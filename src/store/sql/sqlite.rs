@@ -50,6 +50,13 @@ impl Engine for Sqlite {
                 "CREATE INDEX IF NOT EXISTS \"{n}_lease_idx\" ON {t} (lease_until_ms) \
              WHERE lease_until_ms IS NOT NULL",
             ],
+            &[
+                // 3: listings are of one owner and one era; the index walks
+                // only those rows.
+                "CREATE INDEX IF NOT EXISTS \"{n}_owner_era_idx\" \
+                 ON {t} (owner, era, created_at_ms, id)",
+                "DROP INDEX IF EXISTS \"{n}_owner_idx\"",
+            ],
         ],
         migrations_table: "CREATE TABLE IF NOT EXISTS {m} (
             version INTEGER PRIMARY KEY NOT NULL,

@@ -13,7 +13,8 @@ pub(super) struct Statements {
     pub(super) exists: Arc<str>,
     pub(super) reap: Arc<str>,
     pub(super) orphans: Arc<str>,
-    /// By owner (`Some`/`None`) and whether a position is given.
+    /// By owner (`Some`/`None`) and whether a position is given; always of
+    /// one era.
     pub(super) list: [[Arc<str>; 2]; 2],
     pub(super) migrations_table: String,
     pub(super) migrations_version: String,
@@ -44,6 +45,8 @@ impl Statements {
             } else {
                 sql += " AND owner IS NULL";
             }
+            sql += &format!(" AND era = ${n}");
+            n += 1;
             if after {
                 sql += &format!(" AND (created_at_ms, id) < (${}, ${})", n, n + 1);
                 n += 2;

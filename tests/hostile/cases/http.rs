@@ -185,7 +185,8 @@ pub(super) fn odd_headers(c: &mut Cases, k: &Ctx<'_>, n: &mut impl FnMut() -> i6
         "text/plain",
         set_header(routing(&body, Some(BOB)), "content-type", "text/plain"),
         body.to_string(),
-        Want::NotFound(json!(id)),
+        // Not harmless since defect 11: refused before the body is read.
+        error(415, -32600, None),
     );
     let id = n();
     let body = modern(id, "tasks/get", json!({ "taskId": UNKNOWN }));

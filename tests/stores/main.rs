@@ -1,0 +1,203 @@
+//! Every store through the conformance suite, the SQL stores' own promises
+//! (replicas sharing a table, migrations, JSON fidelity), and a layer that
+//! keeps its tasks across a restart on a SQLite file. Each SQL engine has a
+//! module of its own (`sqlite`, `postgres`), and so has the restart.
+//!
+//! PostgreSQL tests read `MCP_TASKS_POSTGRES_URL` (`.ci/postgres.sh` starts
+//! a private cluster and prints it). Without it they print a note and pass,
+//! except under `CI=true`, where a missing URL fails them. Each PostgreSQL
+//! test works in tables of its own, so they run in parallel.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+use std::sync::Arc;
+
+use mcp_task_layer::store::{conformance, Era, Error, MemoryStore, TaskRecord, TaskStore};
+use serde_json::json;
+
+const T0: i64 = 1_767_225_600_000; // 2026-01-01T00:00:00Z
+
+fn record(id: &str, owner: Option<&str>, created: i64, ttl: Option<u64>) -> TaskRecord {
+    TaskRecord::new(id, Era::Modern, "tool", json!({"a": 1}), created, ttl)
+        .with_owner(owner.map(str::to_owned))
+}
+
+#[tokio::test]
+async fn memory_store_conforms() {
+    conformance::run(|| async { MemoryStore::new() }).await;
+}
+
+#[tokio::test]
+async fn connect_memory_and_unknown_urls() {
+    let store = mcp_task_layer::store::connect("memory").await.unwrap();
+    store.create(record("m1", None, T0, None)).await.unwrap();
+    assert!(store.get("m1", T0).await.unwrap().is_some());
+    for url in ["redis://127.0.0.1/", "tasks.db", ""] {
+        match mcp_task_layer::store::connect(url).await {
+            Err(Error::Unsupported(_)) => {}
+            other => panic!("{url:?} must be Unsupported, got {other:?}"),
+        }
+    }
+}
+
+/// Several stores on one table (replicas): concurrent reapers split the
+/// expired rows between them, each reported once; racing writers from
+/// different stores have one winner.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+async fn replicas_share_one_table<S: TaskStore + Clone>(replicas: Vec<S>) {
+    use std::collections::BTreeSet;
+
+    let first = replicas[0].clone();
+    for i in 0..60 {
+        first
+            .create(record(&format!("exp{i:03}"), None, T0, Some(1_000)))
+            .await
+            .unwrap();
+    }
+    first
+        .create(record("alive", None, T0, Some(60_000)))
+        .await
+        .unwrap();
+    let mut reapers = Vec::new();
+    for store in &replicas {
+        for _ in 0..2 {
+            let store = store.clone();
+            reapers.push(tokio::spawn(async move {
+                let mut mine = Vec::new();
+                loop {
+                    let batch = store.delete_expired(T0 + 1_000, 4).await.unwrap();
+                    if batch.is_empty() {
+                        return mine;
+                    }
+                    mine.extend(batch);
+                }
+            }));
+        }
+    }
+    let mut all = Vec::new();
+    for r in reapers {
+        all.extend(r.await.unwrap());
+    }
+    let unique: BTreeSet<_> = all.iter().cloned().collect();
+    assert_eq!(unique.len(), all.len(), "an expired id reported twice");
+    assert_eq!(unique.len(), 60, "every expired row reaped");
+    assert!(first.get("alive", T0 + 1_000).await.unwrap().is_some());
+
+    let r = record("race", None, T0, None);
+    first.create(r.clone()).await.unwrap();
+    let mut writers = Vec::new();
+    for (i, store) in replicas.iter().cycle().take(12).enumerate() {
+        let store = store.clone();
+        let mut next = r.next_version(T0 + 1);
+        next.status_message = Some(format!("writer {i}"));
+        writers.push(tokio::spawn(async move { store.replace(next, 1).await }));
+    }
+    let mut wins = 0;
+    for w in writers {
+        match w.await.unwrap() {
+            Ok(()) => wins += 1,
+            Err(Error::Conflict) => {}
+            Err(e) => panic!("a losing writer must get Conflict, got {e:?}"),
+        }
+    }
+    assert_eq!(wins, 1, "exactly one replica's compare-and-set wins");
+    let seen = replicas[replicas.len() - 1]
+        .get("race", T0 + 1)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(seen.version, 2, "every replica reads the winner");
+}
+
+/// What JSON can hold comes back exactly: NUL and non-ASCII text, big and
+/// fractional numbers, nested results, every optional field set.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+async fn records_round_trip_exactly<S: TaskStore>(store: S) {
+    use mcp_task_layer::store::TaskOutcome;
+    use mcp_task_layer::JsonText;
+    use mcp_task_layer::TaskStatus;
+
+    let mut r = TaskRecord::new(
+        "fidelity",
+        Era::Legacy,
+        "wéird\u{0}tool",
+        json!({
+            "nul": "a\u{0}b", "emoji": "🦀", "quote": "'\"; DROP TABLE x; --",
+            "big": u64::MAX, "neg": i64::MIN, "tenth": 0.1, "tiny": 1e-300, "half": -0.5,
+            "nested": {"z": [1, {"y": null}], "a": true}
+        }),
+        T0,
+        Some(u64::MAX),
+    )
+    .with_owner(Some("owner with spaces / ünïcode".into()));
+    r.status = TaskStatus::Completed;
+    r.status_message = Some("done\nnewline".into());
+    r.poll_interval_ms = Some(250);
+    r.meta = Some(JsonText::from_value(
+        &json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28"}),
+    ));
+    r.request_state = Some("opaque\u{0}state".into());
+    r.round = 3;
+    r.issued_keys.insert("name".into());
+    r.issued_keys.insert("name.2".into());
+    r.cancel_requested = true;
+    r.outcome = Some(TaskOutcome::Result(JsonText::from_value(
+        &json!({"content": [{"type": "text", "text": "\u{0}"}], "isError": false}),
+    )));
+    store.create(r.clone()).await.unwrap();
+    let got = store.get("fidelity", T0).await.unwrap().unwrap();
+    assert_eq!(*got, r);
+    assert!(
+        store.get("fidelity", i64::MAX - 1).await.unwrap().is_some(),
+        "a TTL past i64::MAX ms expires at the end of time"
+    );
+    let owned = store
+        .list(r.owner.as_deref(), r.era, None, 10, T0)
+        .await
+        .unwrap();
+    assert_eq!(owned.len(), 1);
+}
+
+/// Tasks without an owner list apart from owned ones, newest first, paged.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+async fn unowned_tasks_list_apart<S: TaskStore>(store: S) {
+    for i in 0..4 {
+        store
+            .create(record(&format!("u{i}"), None, T0 + i, None))
+            .await
+            .unwrap();
+    }
+    store
+        .create(record("o0", Some("alice"), T0 + 9, None))
+        .await
+        .unwrap();
+    let ids = |page: Vec<Arc<TaskRecord>>| page.iter().map(|r| r.id.clone()).collect::<Vec<_>>();
+    let first = store.list(None, Era::Modern, None, 3, T0).await.unwrap();
+    assert_eq!(ids(first.clone()), ["u3", "u2", "u1"]);
+    let last = first.last().unwrap();
+    let rest = store
+        .list(
+            None,
+            Era::Modern,
+            Some((last.created_at_ms, &last.id)),
+            3,
+            T0,
+        )
+        .await
+        .unwrap();
+    assert_eq!(ids(rest), ["u0"]);
+    assert!(store
+        .list(None, Era::Modern, None, 0, T0)
+        .await
+        .unwrap()
+        .is_empty());
+}
+
+#[cfg(feature = "postgres")]
+mod postgres;
+#[cfg(feature = "sqlite")]
+mod restart;
+#[cfg(feature = "sqlite")]
+mod sqlite;

@@ -1,0 +1,227 @@
+//! The PostgreSQL store: conformance, replicas, connections, migrations.
+
+use mcp_task_layer::store::{PostgresStore, SqlOptions};
+
+use super::common::pg::{url, Tables};
+use super::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_store_conforms() {
+    let Some(url) = url() else { return };
+    let tables = Tables::new(&url, "conf");
+    let t = &tables;
+    conformance::run(move || async move { t.store(&t.next()).await }).await;
+    tables.drop_all().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_replicas_act_as_one() {
+    let Some(url) = url() else { return };
+    let tables = Tables::new(&url, "replicas");
+    let table = tables.next();
+    // Three replicas start at once and migrate the same new table.
+    let (a, b, c) = tokio::join!(
+        tables.store(&table),
+        tables.store(&table),
+        tables.store(&table)
+    );
+    replicas_share_one_table(vec![a, b, c]).await;
+    tables.drop_all().await;
+}
+
+#[tokio::test]
+async fn postgres_keeps_json_exactly() {
+    let Some(url) = url() else { return };
+    let tables = Tables::new(&url, "json");
+    records_round_trip_exactly(tables.store(&tables.next()).await).await;
+    unowned_tasks_list_apart(tables.store(&tables.next()).await).await;
+    tables.drop_all().await;
+}
+
+/// The server ends every connection of the store (a restart, a proxy's
+/// idle timeout); after a pause the store reads and writes again.
+#[tokio::test]
+async fn postgres_store_survives_dropped_connections() {
+    use sqlx::{Connection, Row};
+
+    let Some(url) = url() else { return };
+    let tables = Tables::new(&url, "drop");
+    let app = tables.prefix.clone();
+    let sep = if url.contains('?') { '&' } else { '?' };
+    let store = PostgresStore::connect_with(
+        &format!("{url}{sep}application_name={app}"),
+        SqlOptions::new().with_table(tables.next()).unwrap(),
+    )
+    .await
+    .unwrap();
+    let r = record("k", None, T0, None);
+    store.create(r.clone()).await.unwrap();
+    let mut admin = sqlx::PgConnection::connect(&url).await.unwrap();
+    let killed: i64 = sqlx::query(
+        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+         WHERE application_name = $1",
+    )
+    .bind(&app)
+    .fetch_one(&mut admin)
+    .await
+    .unwrap()
+    .get(0);
+    assert!(killed >= 1, "the store's connections were found");
+    tokio::time::sleep(std::time::Duration::from_millis(1_200)).await;
+    assert!(store.get("k", T0).await.unwrap().is_some());
+    store.replace(r.next_version(T0 + 1), 1).await.unwrap();
+    tables.drop_all().await;
+}
+
+#[tokio::test]
+async fn postgres_migrates_once_and_reconnects() {
+    use sqlx::{AssertSqlSafe, Connection, Row};
+
+    let Some(url) = url() else { return };
+    let tables = Tables::new(&url, "migrate");
+    let table = tables.next();
+    let store = tables.store(&table).await;
+    store.create(record("x", None, T0, None)).await.unwrap();
+    store.migrate().await.unwrap();
+    store.close().await;
+    let store = tables.store(&table).await;
+    assert!(store.get("x", T0).await.unwrap().is_some());
+    let mut conn = sqlx::PgConnection::connect(&url).await.unwrap();
+    let sql = format!("SELECT count(*), max(version) FROM \"{table}_migrations\"");
+    let row = sqlx::query(AssertSqlSafe(sql))
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    let (rows, newest): (i64, i64) = (row.get(0), row.get(1));
+    assert!(newest >= 2, "every migration applied");
+    assert_eq!(rows, newest, "each migration recorded once");
+    tables.drop_all().await;
+}
+
+/// What the change feed announces: every write a client can see, a partial
+/// answer in the same millisecond (same status, same `updated_at_ms`)
+/// included; not a lease renewal.
+async fn announces_every_visible_write(store: &PostgresStore) {
+    use mcp_task_layer::store::{Lease, PendingInput, TaskChange};
+    use mcp_task_layer::{InputRequest, TaskStatus};
+    use tokio::sync::broadcast::Receiver;
+
+    async fn next(feed: &mut Receiver<TaskChange>) -> TaskChange {
+        tokio::time::timeout(std::time::Duration::from_secs(10), feed.recv())
+            .await
+            .expect("a change within 10 s")
+            .expect("the feed is open")
+    }
+    let updated = |id: &str, version, status| TaskChange::Updated {
+        id: id.into(),
+        version,
+        status,
+    };
+    let mut feed = store.changes().expect("a change feed");
+    assert_eq!(next(&mut feed).await, TaskChange::Missed, "LISTEN is up");
+    let mut asking = record("asking", Some("alice"), T0, None);
+    asking.status = TaskStatus::InputRequired;
+    for key in ["a", "b"] {
+        let request = InputRequest::new("elicitation/create", serde_json::Map::new());
+        let pending = PendingInput {
+            inner_key: key.into(),
+            request,
+        };
+        asking.input_requests.insert(key.into(), pending);
+    }
+    store.create(asking.clone()).await.unwrap();
+    let mut partial = asking.next_version(T0);
+    partial.input_requests.remove("a");
+    store.replace(partial, 1).await.unwrap();
+    assert_eq!(
+        next(&mut feed).await,
+        updated("asking", 2, TaskStatus::InputRequired),
+        "a partial answer in the same millisecond"
+    );
+    let mut running = record("running", Some("alice"), T0, None);
+    running.lease = Some(Lease {
+        holder: "a".into(),
+        fence: 1,
+        until_ms: T0 + 30_000,
+    });
+    store.create(running.clone()).await.unwrap();
+    let mut renewed = running.clone();
+    renewed.version = 2;
+    if let Some(lease) = &mut renewed.lease {
+        lease.until_ms = T0 + 40_000;
+    }
+    store.replace(renewed.clone(), 1).await.unwrap();
+    let mut cancel = renewed.clone();
+    cancel.version = 3;
+    cancel.cancel_requested = true;
+    store.replace(cancel, 2).await.unwrap();
+    assert_eq!(
+        next(&mut feed).await,
+        updated("running", 3, TaskStatus::Working),
+        "the renewal (version 2) is not announced; a cancel request is"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_announces_partial_answers_but_not_renewals() {
+    let Some(url) = url() else { return };
+    let tables = Tables::new(&url, "notify");
+    announces_every_visible_write(&tables.store(&tables.next()).await).await;
+    tables.drop_all().await;
+}
+
+/// A table at schema 3 (as released: the trigger that skipped a write
+/// keeping `status` and `updated_at_ms`) is migrated in place: its rows list
+/// per era, and its feed announces a partial answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_upgrades_a_third_schema_table() {
+    use sqlx::{AssertSqlSafe, Connection, Executor};
+
+    let Some(url) = url() else { return };
+    let tables = Tables::new(&url, "v3");
+    let t = tables.next();
+    let mut conn = sqlx::PgConnection::connect(&url).await.unwrap();
+    // Migrations 1 to 3, as released.
+    let schema = format!(
+        r#"CREATE TABLE "{t}" (id text COLLATE "C" PRIMARY KEY, owner text COLLATE "C",
+            era text NOT NULL, status text NOT NULL, created_at_ms bigint NOT NULL,
+            updated_at_ms bigint NOT NULL, expires_at_ms bigint, version bigint NOT NULL,
+            record json NOT NULL, lease_until_ms bigint);
+        CREATE INDEX "{t}_owner_idx" ON "{t}" (owner, created_at_ms, id) WHERE owner IS NOT NULL;
+        CREATE INDEX "{t}_unowned_idx" ON "{t}" (created_at_ms, id) WHERE owner IS NULL;
+        CREATE INDEX "{t}_expiry_idx" ON "{t}" (expires_at_ms) WHERE expires_at_ms IS NOT NULL;
+        CREATE INDEX "{t}_lease_idx" ON "{t}" (lease_until_ms) WHERE lease_until_ms IS NOT NULL;
+        CREATE FUNCTION "{t}_notify"() RETURNS trigger LANGUAGE plpgsql AS $f$ BEGIN
+            PERFORM pg_notify('{t}_changes', NEW.version::text || ' ' || NEW.status || ' ' || NEW.id);
+            RETURN NULL; END $f$;
+        CREATE TRIGGER "{t}_changes" AFTER UPDATE ON "{t}" FOR EACH ROW
+            WHEN (OLD.status IS DISTINCT FROM NEW.status
+            OR OLD.updated_at_ms IS DISTINCT FROM NEW.updated_at_ms)
+            EXECUTE FUNCTION "{t}_notify"();
+        CREATE TABLE "{t}_migrations" (version bigint PRIMARY KEY, applied_at_ms bigint NOT NULL);
+        INSERT INTO "{t}_migrations" VALUES (1, 0), (2, 0), (3, 0);"#
+    );
+    conn.execute(AssertSqlSafe(schema)).await.unwrap();
+    let mut old = record("old", Some("alice"), T0, None);
+    old.era = Era::Legacy;
+    sqlx::query(AssertSqlSafe(format!(
+        "INSERT INTO \"{t}\" VALUES ('old', 'alice', 'legacy', 'working', $1, $1, NULL, 1, \
+         $2::json, NULL)"
+    )))
+    .bind(T0)
+    .bind(serde_json::to_string(&old).unwrap())
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    let store = tables.store(&t).await;
+    let legacy = store
+        .list(Some("alice"), Era::Legacy, None, 10, T0)
+        .await
+        .unwrap();
+    assert_eq!(legacy.len(), 1);
+    assert_eq!(*legacy[0], old);
+    let modern = store.list(Some("alice"), Era::Modern, None, 10, T0);
+    assert!(modern.await.unwrap().is_empty(), "another era lists apart");
+    announces_every_visible_write(&store).await;
+    tables.drop_all().await;
+}
