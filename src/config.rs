@@ -26,7 +26,7 @@ pub enum TaskPolicy {
     /// the tasks extension gets `-32021`.
     ///
     /// MRTR rounds the handler answers within the layer's
-    /// [task window](TaskLayer::with_task_window) (by default: before the
+    /// [task window](crate::TaskLayer::with_task_window) (by default: before the
     /// handler first waits on anything) still go back as plain MRTR results;
     /// the task is created after them.
     Task,
@@ -40,7 +40,7 @@ pub enum TaskPolicy {
 }
 
 /// What happens to a `working` task whose runner died (its lease ran out),
-/// for stores that can find such tasks ([`TaskStore::orphans`]).
+/// for stores that can find such tasks ([`TaskStore::orphans`](crate::TaskStore::orphans)).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Recovery {

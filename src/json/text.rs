@@ -73,7 +73,7 @@ impl JsonText {
     }
 }
 
-/// Kept without line breaks (see [`JsonRpcResponse::raw_result`]).
+/// Kept without line breaks (see [`JsonRpcResponse::raw_result`](crate::JsonRpcResponse::raw_result)).
 impl From<Box<RawValue>> for JsonText {
     fn from(raw: Box<RawValue>) -> Self {
         JsonText::whole(Arc::from(compact(raw).get()))
