@@ -42,7 +42,7 @@ pub const DEFAULT_LINE_LIMIT: usize = 4 * 1024 * 1024;
 /// | Input line | Answer |
 /// |---|---|
 /// | a JSON-RPC request | the service's response, with the request's own `id`, written when it finishes; requests run concurrently (up to [`with_max_in_flight`](Self::with_max_in_flight), default 64), so responses can come in any order |
-/// | a notification (no `id`) | the service is called, its answer dropped |
+/// | a notification (no `id`) | the service is called (it counts against the same bound), its answer dropped |
 /// | `notifications/cancelled` with the `requestId` of a request in flight | that call's future is dropped; it gets no response |
 /// | a JSON-RPC response (`result` or `error`, no `method`) | handed to the waiting [`ClientPeer::request`]; ignored if none waits |
 /// | not JSON, or not UTF-8 | `-32700`, `"id": null`; the next line is read |

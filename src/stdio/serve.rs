@@ -222,19 +222,11 @@ where
             .unwrap_or_else(|_| unreachable!("the semaphore is never closed"))
     }
 
-    /// Handle what needs no permit; return the request that does.
+    /// Handle what needs no permit; return the request or notification
+    /// that does.
     async fn dispatch(&mut self, message: Message) -> Option<JsonRpcRequest> {
         match message {
-            Message::Request(request) => return Some(request),
-            Message::Notification(request) => {
-                let call = self.service.clone().oneshot(request);
-                self.calls.spawn(async move {
-                    if let Err(e) = call.await {
-                        let e: BoxError = e.into();
-                        warn!(error = %e, "the MCP service failed on a notification");
-                    }
-                });
-            }
+            Message::Request(request) | Message::Notification(request) => return Some(request),
             Message::Cancel(id) => {
                 let cancelled = self.in_flight.cancel(&id);
                 debug!(%id, cancelled, "notifications/cancelled");
@@ -301,9 +293,19 @@ where
     }
 
     /// Run one request; its response is queued when it finishes, unless it
-    /// was cancelled first.
+    /// was cancelled first. A notification's answer is dropped.
     fn spawn(&mut self, request: JsonRpcRequest, permit: OwnedSemaphorePermit) {
-        let Some(id) = request.id.clone() else { return };
+        let Some(id) = request.id.clone() else {
+            let call = self.service.clone().oneshot(request);
+            self.calls.spawn(async move {
+                if let Err(e) = call.await {
+                    let e: BoxError = e.into();
+                    warn!(error = %e, "the MCP service failed on a notification");
+                }
+                drop(permit);
+            });
+            return;
+        };
         self.serial += 1;
         let serial = self.serial;
         let call = self.service.clone().oneshot(request);
@@ -331,5 +333,124 @@ where
             let _ = outgoing.send(response.to_vec()).await;
         });
         calls.insert(key, (serial, handle));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::convert::Infallible;
+
+    use serde_json::json;
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+    use super::*;
+
+    /// Answers `{"ms": N}` after N ms; `hang` never.
+    fn sleeper() -> impl Service<
+        JsonRpcRequest,
+        Response = JsonRpcResponse,
+        Error = Infallible,
+        Future = impl Send + 'static,
+    > + Clone
+           + Send
+           + 'static {
+        tower::service_fn(|req: JsonRpcRequest| async move {
+            if req.method == "hang" {
+                std::future::pending::<()>().await;
+            }
+            let ms = req
+                .params
+                .as_ref()
+                .and_then(|p| p["ms"].as_u64())
+                .unwrap_or(0);
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+            Ok::<_, Infallible>(JsonRpcResponse::result(req.id, json!({"slept": ms})))
+        })
+    }
+
+    fn settings(max_in_flight: usize) -> Settings {
+        Settings {
+            line_limit: 1024,
+            max_in_flight,
+            drain_deadline: Duration::from_secs(1),
+            owner: None,
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn responses_come_as_calls_finish_and_the_bound_still_reads_cancels() {
+        let (mut client, server_in) = tokio::io::duplex(1 << 16);
+        let (server_out, client_out) = tokio::io::duplex(1 << 16);
+        let served = tokio::spawn(serve(
+            sleeper(),
+            settings(1),
+            BufReader::new(server_in),
+            server_out,
+        ));
+        let mut lines = BufReader::new(client_out).lines();
+        // One slot: the hanging call takes it; the next request waits, but
+        // the cancel behind it is still read and frees the slot.
+        client
+            .write_all(
+                b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"hang\"}\n\
+                  {\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"x\",\"params\":{\"ms\":50}}\n\
+                  {\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":1}}\n",
+            )
+            .await
+            .unwrap();
+        let line = lines.next_line().await.unwrap().unwrap();
+        assert_eq!(line, r#"{"jsonrpc":"2.0","id":2,"result":{"slept":50}}"#);
+        drop(served);
+
+        // Many slots: the quick call overtakes the slow one.
+        let (mut client, server_in) = tokio::io::duplex(1 << 16);
+        let (server_out, client_out) = tokio::io::duplex(1 << 16);
+        let served = tokio::spawn(serve(
+            sleeper(),
+            settings(8),
+            BufReader::new(server_in),
+            server_out,
+        ));
+        let mut lines = BufReader::new(client_out).lines();
+        client
+            .write_all(
+                b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"x\",\"params\":{\"ms\":500}}\n\
+                  {\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"x\",\"params\":{\"ms\":10}}\n",
+            )
+            .await
+            .unwrap();
+        drop(client);
+        let first = lines.next_line().await.unwrap().unwrap();
+        let second = lines.next_line().await.unwrap().unwrap();
+        assert!(
+            first.contains("\"id\":2") && second.contains("\"id\":1"),
+            "{first} {second}"
+        );
+        assert_eq!(
+            lines.next_line().await.unwrap(),
+            None,
+            "output closed after EOF"
+        );
+        served.await.unwrap().unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn eof_drops_calls_still_running_at_the_deadline() {
+        let (mut client, server_in) = tokio::io::duplex(1 << 16);
+        let (server_out, client_out) = tokio::io::duplex(1 << 16);
+        let served = tokio::spawn(serve(
+            sleeper(),
+            settings(8),
+            BufReader::new(server_in),
+            server_out,
+        ));
+        client
+            .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"hang\"}\n")
+            .await
+            .unwrap();
+        drop(client);
+        served.await.unwrap().unwrap();
+        let mut lines = BufReader::new(client_out).lines();
+        assert_eq!(lines.next_line().await.unwrap(), None);
     }
 }
