@@ -3,7 +3,7 @@
 
 use std::io;
 
-use tokio::io::{AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -11,11 +11,14 @@ use tokio_util::sync::CancellationToken;
 /// one line, until `stop` fires and the queue is drained, or until the
 /// output fails; `broken` fires then.
 pub(super) async fn write_lines<W: AsyncWrite + Unpin>(
-    mut output: W,
+    output: W,
     mut queue: mpsc::Receiver<Vec<u8>>,
     stop: CancellationToken,
     broken: CancellationToken,
 ) -> io::Result<()> {
+    // Buffered: a burst of messages is one write (tokio's stdout writes on a
+    // blocking thread, so each write is a round trip there).
+    let mut output = BufWriter::with_capacity(64 * 1024, output);
     let outcome = async {
         loop {
             let message = tokio::select! {
@@ -45,8 +48,6 @@ pub(super) async fn write_lines<W: AsyncWrite + Unpin>(
 }
 
 async fn write_one<W: AsyncWrite + Unpin>(output: &mut W, message: &[u8]) -> io::Result<()> {
-    let mut line = Vec::with_capacity(message.len() + 1);
-    line.extend_from_slice(message);
-    line.push(b'\n');
-    output.write_all(&line).await
+    output.write_all(message).await?;
+    output.write_all(b"\n").await
 }
