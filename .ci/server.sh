@@ -1,6 +1,6 @@
 # Sourced by the .ci scripts: build and run examples/server.rs.
 #
-#   build_server OUT   cargo build --release --features axum --example server;
+#   build_server OUT   cargo build --release --features axum,stdio --example server;
 #                      sets SERVER_BIN (the log is OUT/build.jsonl)
 #   start_server OUT   starts it on a free loopback port, waits at most
 #                      READY_TIMEOUT_S (default 30) seconds for its
@@ -17,7 +17,7 @@ build_server() {
   local out="$1"
   command -v cargo >/dev/null || die "cargo is not installed"
   say "building examples/server.rs (release)"
-  (cd "$ROOT" && cargo build --release --features axum --example server \
+  (cd "$ROOT" && cargo build --release --features axum,stdio --example server \
     --message-format=json-render-diagnostics) >"$out/build.jsonl"
   SERVER_BIN="$("$NODE" -e '
     const lines = require("fs").readFileSync(process.argv[1], "utf8").split("\n");

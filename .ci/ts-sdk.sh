@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Drive examples/server.rs with the official TypeScript SDK client
 # (@modelcontextprotocol/sdk 1.32.2, its 2025-11-25 `client.experimental.tasks`):
-# the node:test suite in tests/ts-sdk/. Exits non-zero if any test fails.
+# the node:test suite in tests/ts-sdk/: tasks.test.mjs over Streamable HTTP,
+# and stdio.test.mjs, whose `StdioClientTransport` launches the same binary
+# with `--stdio` (skipped with MCP_URL, which names no binary). Exits non-zero
+# if any test fails.
 #
 # Standalone and idempotent. Needs cargo, npm (any Node; Node 22 is installed
 # from the npm registry into a cache) and coreutils. The SDK is installed with
@@ -70,9 +73,11 @@ else
 fi
 
 # --- the tests -----------------------------------------------------------------
+suites=(tasks.test.mjs)
+[[ -n "${SERVER_BIN:-}" ]] && suites+=(stdio.test.mjs)
 rc=0
-(cd "$ROOT/tests/ts-sdk" && MCP_URL="$URL" timeout "$TEST_TIMEOUT_S" \
-  "$NODE" --test --test-reporter=spec) || rc=$?
+(cd "$ROOT/tests/ts-sdk" && MCP_URL="$URL" SERVER_BIN="${SERVER_BIN:-}" timeout "$TEST_TIMEOUT_S" \
+  "$NODE" --test --test-reporter=spec "${suites[@]}") || rc=$?
 if [[ -n "$SERVER_PID" ]] && ! kill -0 "$SERVER_PID" 2>/dev/null; then
   say "the server died during the tests"
   rc=1

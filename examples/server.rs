@@ -4,7 +4,17 @@
 //! cargo run --release --features axum --example server -- --port 3001
 //! ```
 //!
-//! It binds 127.0.0.1 only and prints `listening on http://127.0.0.1:PORT/mcp`
+//! With `--stdio` (and `--features axum,stdio`) it speaks MCP on stdin and
+//! stdout instead, as desktop and CLI hosts launch servers: no port, no
+//! listening line, logs on stderr only, every task owned by the one client
+//! of the process. It returns when stdin closes; with `--store sqlite:PATH`
+//! the next launch finds the tasks again.
+//!
+//! ```text
+//! cargo run --release --features axum,stdio --example server -- --stdio --store sqlite:tasks.db
+//! ```
+//!
+//! Over HTTP it binds 127.0.0.1 only and prints `listening on http://127.0.0.1:PORT/mcp`
 //! once it accepts connections (`--port 0` picks a free port). Set `RUST_LOG`
 //! (for example `RUST_LOG=mcp_task_layer=info`) for logs on stderr.
 //!
@@ -109,6 +119,10 @@ async fn main() {
     let service = ServiceBuilder::new().layer(tasks).service_fn(mcp_server);
     // Recover what a crash left behind now, not at the first request.
     service.start_background_work();
+    if args.stdio {
+        serve_stdio(service).await;
+        return;
+    }
     let app = McpEndpoint::new(service)
         .with_identity(bearer_identity)
         .into_router("/mcp");
@@ -134,29 +148,59 @@ async fn main() {
     }
 }
 
+/// MCP on stdin/stdout until stdin closes (`--stdio`).
+#[cfg(feature = "stdio")]
+async fn serve_stdio<S>(service: S)
+where
+    S: tower::Service<JsonRpcRequest, Response = JsonRpcResponse> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<tower::BoxError>,
+{
+    // One process, one client: every task of the process is its own.
+    let transport =
+        mcp_task_layer::StdioTransport::new(service).with_owner(TaskOwner::new("stdio"));
+    if let Err(e) = transport.serve_stdio().await {
+        eprintln!("stdio error: {e}");
+        std::process::exit(1);
+    }
+}
+
+#[cfg(not(feature = "stdio"))]
+async fn serve_stdio<S>(_service: S) {
+    eprintln!("--stdio needs the `stdio` feature (--features axum,stdio)");
+    std::process::exit(2);
+}
+
 /// The command line.
 struct Args {
+    stdio: bool,
     port: u16,
     store: String,
     lease_ttl: Duration,
     recovery: Recovery,
 }
 
-const USAGE: &str = "usage: server [--port PORT] [--store memory|sqlite:PATH|postgres://...] \
+const USAGE: &str =
+    "usage: server [--stdio | --port PORT] [--store memory|sqlite:PATH|postgres://...] \
                      [--lease-ttl SECONDS] [--recovery fail|rerun]";
 
-/// `--port PORT` (default 3001), `--store URL` (default `memory`),
+/// `--stdio` (MCP on stdin/stdout, no port), `--port PORT` (default 3001), `--store URL` (default `memory`),
 /// `--lease-ttl SECONDS` (default 30: how long a task whose server died
 /// stays `working` before it is recovered) and `--recovery fail|rerun`
 /// (default `fail`), each also as `--flag=value`.
 fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
     let mut out = Args {
+        stdio: false,
         port: 3001,
         store: "memory".to_owned(),
         lease_ttl: Duration::from_secs(30),
         recovery: Recovery::Fail,
     };
     while let Some(arg) = args.next() {
+        if arg == "--stdio" {
+            out.stdio = true;
+            continue;
+        }
         let (flag, inline) = match arg.split_once('=') {
             Some((flag, value)) => (flag.to_owned(), Some(value.to_owned())),
             None => (arg.clone(), None),

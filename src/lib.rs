@@ -65,6 +65,7 @@
 //! | `metrics` | task counters, gauges and histograms through the `metrics` facade |
 //! | `sqlite` | `store::SqliteStore`: tasks in a SQLite file (bundled SQLite, through sqlx) |
 //! | `postgres` | `store::PostgresStore`: tasks in PostgreSQL, shared by every replica |
+//! | `stdio` | `StdioTransport`: serve any `Service<JsonRpcRequest>` over newline-delimited JSON-RPC on stdin/stdout |
 //!
 //! # Where things are
 //!
@@ -98,9 +99,14 @@ pub mod metrics;
 #[cfg(not(feature = "metrics"))]
 mod metrics;
 mod peer;
+#[cfg(any(feature = "axum", feature = "stdio"))]
+mod pending;
 pub mod protocol;
 mod runtime;
 mod service;
+#[cfg(feature = "stdio")]
+#[cfg_attr(docsrs, doc(cfg(feature = "stdio")))]
+mod stdio;
 pub mod store;
 
 #[cfg(feature = "axum")]
@@ -120,5 +126,8 @@ pub use protocol::{
 };
 pub use runtime::TaskEvent;
 pub use service::TaskService;
+#[cfg(feature = "stdio")]
+#[cfg_attr(docsrs, doc(cfg(feature = "stdio")))]
+pub use stdio::{StdioTransport, DEFAULT_LINE_LIMIT};
 pub use store::{MemoryStore, TaskStore};
 pub use tokio_util::sync::CancellationToken;

@@ -16,11 +16,12 @@ use tracing::{debug, warn};
 use super::body::{drain, read_body, BodyError};
 use super::guard::{admit, AllowedOrigins};
 use super::headers::{check_headers, protocol_version};
-use super::peer::{accept_answer, is_response, PendingRequests, StreamPeer, OUTGOING_CAPACITY};
+use super::peer::{accept_answer, StreamPeer, OUTGOING_CAPACITY};
 use super::response::{outcome_response, respond, respond_without_id, service_failed};
 use super::sse::{accepts_event_stream, serve_with_peer};
-use crate::jsonrpc::{JsonRpcError, JsonRpcRequest, JsonRpcResponse, RequestId};
+use crate::jsonrpc::{JsonRpcError, JsonRpcRequest, JsonRpcResponse};
 use crate::peer::Peer;
+use crate::pending::{is_response, readable_id, PendingRequests};
 
 /// The hook of [`McpEndpoint::with_identity`](super::McpEndpoint::with_identity).
 pub(super) type IdentityFn = Arc<dyn Fn(&Parts, &mut Extensions) + Send + Sync>;
@@ -130,29 +131,4 @@ where
     }));
     let call = state.service.clone().oneshot(request);
     serve_with_peer(call, messages, id, modern).await
-}
-
-/// The `id` of a message that is not a valid request, if it is usable.
-fn readable_id(value: &Value) -> Option<RequestId> {
-    match value.get("id")? {
-        Value::String(s) => Some(RequestId::String(s.clone())),
-        Value::Number(n) => n.as_i64().map(RequestId::Number),
-        _ => None,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use serde_json::json;
-
-    use super::*;
-
-    #[test]
-    fn only_usable_ids_are_read() {
-        assert_eq!(readable_id(&json!({"id": 7})), Some(RequestId::Number(7)));
-        assert_eq!(readable_id(&json!({"id": "x"})), Some(RequestId::from("x")));
-        assert_eq!(readable_id(&json!({"id": 1.5})), None);
-        assert_eq!(readable_id(&json!({"id": null})), None);
-        assert_eq!(readable_id(&json!([{"id": 1}])), None);
-    }
 }

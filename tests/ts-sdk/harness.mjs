@@ -27,7 +27,7 @@ export async function startServer() {
   const bin = process.env.SERVER_BIN ?? path.join(target, 'release', 'examples', 'server');
   if (!existsSync(bin)) {
     throw new Error(
-      `no server at ${bin}: run \`cargo build --release --features axum --example server\`, ` +
+      `no server at ${bin}: run \`cargo build --release --features axum,stdio --example server\`, ` +
         'or set MCP_URL or SERVER_BIN',
     );
   }
@@ -238,3 +238,70 @@ export function assertTask(assert, task, where = 'task') {
 }
 
 export const RELATED_TASK = 'io.modelcontextprotocol/related-task';
+
+/**
+ * The `--stdio` server binary: `SERVER_BIN`, or target/release/examples/server
+ * under `CARGO_TARGET_DIR` (built with `--features axum,stdio`).
+ */
+export function serverBinary() {
+  const target = process.env.CARGO_TARGET_DIR
+    ? path.resolve(ROOT, process.env.CARGO_TARGET_DIR)
+    : path.join(ROOT, 'target');
+  const bin = process.env.SERVER_BIN ?? path.join(target, 'release', 'examples', 'server');
+  if (!existsSync(bin)) {
+    throw new Error(
+      `no server at ${bin}: run \`cargo build --release --features axum,stdio --example server\`, or set SERVER_BIN`,
+    );
+  }
+  return bin;
+}
+
+/** A transport that records every message it carries, in order. */
+class TappedTransport {
+  constructor(inner, log) {
+    this.inner = inner;
+    this.log = log;
+  }
+
+  async start() {
+    this.inner.onmessage = (message, extra) => {
+      this.log.push({ dir: 'in', message });
+      this.onmessage?.(message, extra);
+    };
+    this.inner.onclose = () => this.onclose?.();
+    this.inner.onerror = (error) => this.onerror?.(error);
+    return this.inner.start();
+  }
+
+  async send(message, options) {
+    this.log.push({ dir: 'out', message });
+    return this.inner.send(message, options);
+  }
+
+  async close() {
+    return this.inner.close();
+  }
+}
+
+/**
+ * An SDK client on its own server process, launched by
+ * `StdioClientTransport` with `--stdio` (server logs go to this stderr). It
+ * declares form elicitation; `onElicit(request)` answers `elicitation/create`.
+ * `log` holds every message that crossed the pipes, `{dir: 'in'|'out', message}`.
+ */
+export async function connectStdio({ onElicit } = {}) {
+  const { StdioClientTransport } = await import('@modelcontextprotocol/sdk/client/stdio.js');
+  const log = [];
+  const client = new Client(
+    { name: 'mcp-task-layer-ts-sdk-tests', version: '0.0.0' },
+    { capabilities: { elicitation: { form: {} } } },
+  );
+  client.onerror = (error) => log.push({ dir: 'client error', message: String(error) });
+  if (onElicit) {
+    const { ElicitRequestSchema } = await import('@modelcontextprotocol/sdk/types.js');
+    client.setRequestHandler(ElicitRequestSchema, onElicit);
+  }
+  const transport = new StdioClientTransport({ command: serverBinary(), args: ['--stdio'], stderr: 'inherit' });
+  await client.connect(new TappedTransport(transport, log));
+  return { client, log, tasks: client.experimental.tasks };
+}

@@ -1,0 +1,456 @@
+//! One stream: read lines, dispatch each message, answer as calls finish,
+//! and wind down at the end of the input.
+
+use std::collections::HashMap;
+use std::io;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::io::{AsyncBufRead, AsyncWrite};
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
+use tokio::task::{AbortHandle, JoinSet};
+use tokio_util::sync::CancellationToken;
+use tower::{BoxError, ServiceExt};
+use tower_service::Service;
+use tracing::{debug, warn};
+
+use super::lines::{Line, LineReader};
+use super::peer::StdioPeer;
+use super::writer::write_lines;
+use crate::context::TaskOwner;
+use crate::jsonrpc::{JsonRpcError, JsonRpcRequest, JsonRpcResponse, RequestId};
+use crate::peer::Peer;
+use crate::pending::{is_response, readable_id, PendingRequests};
+
+/// How many outgoing messages wait for the writer before senders wait
+/// (responses) or drop (notifications).
+const OUTGOING_CAPACITY: usize = 256;
+
+/// The settings of one stream.
+pub(super) struct Settings {
+    pub(super) line_limit: usize,
+    pub(super) max_in_flight: usize,
+    pub(super) drain_deadline: Duration,
+    pub(super) owner: Option<TaskOwner>,
+}
+
+/// What one input line is.
+enum Message {
+    /// A request with an id.
+    Request(JsonRpcRequest),
+    /// A notification other than `notifications/cancelled`.
+    Notification(JsonRpcRequest),
+    /// `notifications/cancelled` for this request id.
+    Cancel(RequestId),
+    /// A response to a server→client request.
+    Answer(Value),
+    /// Not a usable message: the error response, already encoded.
+    Refused(Vec<u8>),
+    /// A message that gets no answer (an unreadable cancel, ...).
+    Ignored,
+}
+
+/// The requests in flight, by id, so `notifications/cancelled` can stop them.
+#[derive(Default)]
+struct InFlight {
+    calls: Mutex<HashMap<RequestId, (u64, AbortHandle)>>,
+}
+
+impl InFlight {
+    fn remove(&self, id: &RequestId, serial: u64) {
+        let mut calls = self.map();
+        if calls.get(id).is_some_and(|(s, _)| *s == serial) {
+            calls.remove(id);
+        }
+    }
+
+    fn cancel(&self, id: &RequestId) -> bool {
+        match self.map().remove(id) {
+            Some((_, handle)) => {
+                handle.abort();
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<RequestId, (u64, AbortHandle)>> {
+        self.calls.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Serve `service` on one input/output pair until the input ends.
+pub(super) async fn serve<S, R, W>(
+    service: S,
+    settings: Settings,
+    input: R,
+    output: W,
+) -> io::Result<()>
+where
+    S: Service<JsonRpcRequest, Response = JsonRpcResponse> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<BoxError>,
+    R: AsyncBufRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let (outgoing, queue) = mpsc::channel(OUTGOING_CAPACITY);
+    let stop_writer = CancellationToken::new();
+    let broken = CancellationToken::new();
+    let writer = write_lines(output, queue, stop_writer.clone(), broken.clone());
+    let pending = Arc::new(PendingRequests::default());
+    let closed = broken.child_token();
+    let peer = Peer::new(StdioPeer {
+        outgoing: outgoing.clone(),
+        pending: Arc::clone(&pending),
+        closed: closed.clone(),
+    });
+    let mut stream = Stream {
+        service,
+        owner: settings.owner,
+        outgoing,
+        peer,
+        pending: Arc::clone(&pending),
+        in_flight: Arc::default(),
+        calls: JoinSet::new(),
+        permits: Arc::new(Semaphore::new(settings.max_in_flight.max(1))),
+        serial: 0,
+    };
+    let mut lines = LineReader::new(input, settings.line_limit);
+    let run = async {
+        let read = stream.read_all(&mut lines, &broken).await;
+
+        // The input has ended: nothing more can be answered by the client.
+        closed.cancel();
+        pending.close_all();
+        let drained = tokio::time::timeout(settings.drain_deadline, async {
+            while stream.calls.join_next().await.is_some() {}
+        })
+        .await;
+        if drained.is_err() {
+            warn!(
+                left = stream.calls.len(),
+                "requests still running at the shutdown deadline are dropped"
+            );
+            stream.calls.abort_all();
+            while stream.calls.join_next().await.is_some() {}
+        }
+        stop_writer.cancel();
+        read
+    };
+    let (read, written) = tokio::join!(run, writer);
+    read.and(written)
+}
+
+/// The state of one stream while it reads.
+struct Stream<S> {
+    service: S,
+    owner: Option<TaskOwner>,
+    outgoing: mpsc::Sender<Vec<u8>>,
+    peer: Peer,
+    pending: Arc<PendingRequests>,
+    in_flight: Arc<InFlight>,
+    calls: JoinSet<()>,
+    permits: Arc<Semaphore>,
+    serial: u64,
+}
+
+impl<S> Stream<S>
+where
+    S: Service<JsonRpcRequest, Response = JsonRpcResponse> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<BoxError>,
+{
+    /// Read and dispatch until the input ends or the output breaks.
+    async fn read_all<R: AsyncBufRead + Unpin>(
+        &mut self,
+        lines: &mut LineReader<R>,
+        broken: &CancellationToken,
+    ) -> io::Result<()> {
+        // A request read while every permit was taken, waiting for one.
+        let mut parked: Option<Message> = None;
+        loop {
+            while self.calls.try_join_next().is_some() {}
+            let message = match parked.take() {
+                Some(message) => message,
+                None => tokio::select! {
+                    biased;
+                    () = broken.cancelled() => return Ok(()),
+                    line = lines.next() => match line? {
+                        Line::Eof => return Ok(()),
+                        line => self.classify(line),
+                    },
+                },
+            };
+            let request = match self.dispatch(message).await {
+                Some(request) => request,
+                None => continue,
+            };
+            // At the bound: keep reading answers and cancellations (they may
+            // be what frees a permit), but park the next request.
+            let permit = loop {
+                if parked.is_some() {
+                    break self.acquire().await;
+                }
+                tokio::select! {
+                    biased;
+                    permit = self.acquire() => break permit,
+                    () = broken.cancelled() => return Ok(()),
+                    line = lines.next() => match line? {
+                        Line::Eof => {
+                            let permit = self.acquire().await;
+                            self.spawn(request, permit);
+                            return Ok(());
+                        }
+                        line => match self.classify(line) {
+                            m @ (Message::Request(_) | Message::Notification(_)) => parked = Some(m),
+                            other => {
+                                let _ = self.dispatch(other).await;
+                            }
+                        },
+                    },
+                }
+            };
+            self.spawn(request, permit);
+        }
+    }
+
+    async fn acquire(&self) -> OwnedSemaphorePermit {
+        Arc::clone(&self.permits)
+            .acquire_owned()
+            .await
+            .unwrap_or_else(|_| unreachable!("the semaphore is never closed"))
+    }
+
+    /// Handle what needs no permit; return the request or notification
+    /// that does.
+    async fn dispatch(&mut self, message: Message) -> Option<JsonRpcRequest> {
+        match message {
+            Message::Request(request) | Message::Notification(request) => return Some(request),
+            Message::Cancel(id) => {
+                let cancelled = self.in_flight.cancel(&id);
+                debug!(%id, cancelled, "notifications/cancelled");
+            }
+            Message::Answer(value) => {
+                if let Err(error) = self.pending.accept(value) {
+                    debug!(%error, "ignored an answer from the client");
+                }
+            }
+            Message::Refused(response) => {
+                let _ = self.outgoing.send(response).await;
+            }
+            Message::Ignored => {}
+        }
+        None
+    }
+
+    fn classify(&self, line: Line) -> Message {
+        let bytes = match line {
+            Line::Text(bytes) => bytes,
+            Line::TooLong => {
+                let error = JsonRpcError::invalid_request("the line exceeds the size limit");
+                return Message::Refused(JsonRpcResponse::error(None, error).to_vec());
+            }
+            Line::Eof => return Message::Ignored,
+        };
+        // Invalid UTF-8 is not JSON: serde rejects it like any other syntax error.
+        let value: Value = match serde_json::from_slice(&bytes) {
+            Ok(value) => value,
+            Err(e) => {
+                let error = JsonRpcError::parse_error(e);
+                return Message::Refused(JsonRpcResponse::error(None, error).to_vec());
+            }
+        };
+        if is_response(&value) {
+            return Message::Answer(value);
+        }
+        let readable = readable_id(&value);
+        let mut request = match JsonRpcRequest::from_value(value) {
+            Ok(request) => request,
+            Err(error) => {
+                return Message::Refused(JsonRpcResponse::error(readable, error).to_vec())
+            }
+        };
+        if request.id.is_none() && request.method == "notifications/cancelled" {
+            let id = request
+                .params
+                .as_ref()
+                .and_then(|p| match p.get("requestId")? {
+                    Value::String(s) => Some(RequestId::String(s.clone())),
+                    Value::Number(n) => n.as_i64().map(RequestId::Number),
+                    _ => None,
+                });
+            return id.map_or(Message::Ignored, Message::Cancel);
+        }
+        if let Some(owner) = &self.owner {
+            request.extensions.insert(owner.clone());
+        }
+        if request.id.is_none() {
+            return Message::Notification(request);
+        }
+        request.extensions.insert(self.peer.clone());
+        Message::Request(request)
+    }
+
+    /// Run one request; its response is queued when it finishes, unless it
+    /// was cancelled first. A notification's answer is dropped.
+    fn spawn(&mut self, request: JsonRpcRequest, permit: OwnedSemaphorePermit) {
+        let Some(id) = request.id.clone() else {
+            let call = self.service.clone().oneshot(request);
+            self.calls.spawn(async move {
+                if let Err(e) = call.await {
+                    let e: BoxError = e.into();
+                    warn!(error = %e, "the MCP service failed on a notification");
+                }
+                drop(permit);
+            });
+            return;
+        };
+        self.serial += 1;
+        let serial = self.serial;
+        let call = self.service.clone().oneshot(request);
+        let outgoing = self.outgoing.clone();
+        let in_flight = Arc::clone(&self.in_flight);
+        let key = id.clone();
+        // Held while spawning, so the call cannot remove itself before it
+        // is registered.
+        let mut calls = self.in_flight.map();
+        let handle = self.calls.spawn(async move {
+            let response = match call.await {
+                Ok(mut response) => {
+                    response.id = Some(id.clone());
+                    response
+                }
+                Err(e) => {
+                    let e: BoxError = e.into();
+                    warn!(error = %e, "the MCP service failed");
+                    let error = JsonRpcError::internal("the server failed to handle the request");
+                    JsonRpcResponse::error(Some(id.clone()), error)
+                }
+            };
+            in_flight.remove(&id, serial);
+            drop(permit);
+            let _ = outgoing.send(response.to_vec()).await;
+        });
+        calls.insert(key, (serial, handle));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::convert::Infallible;
+
+    use serde_json::json;
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+    use super::*;
+
+    /// Answers `{"ms": N}` after N ms; `hang` never.
+    fn sleeper() -> impl Service<
+        JsonRpcRequest,
+        Response = JsonRpcResponse,
+        Error = Infallible,
+        Future = impl Send + 'static,
+    > + Clone
+           + Send
+           + 'static {
+        tower::service_fn(|req: JsonRpcRequest| async move {
+            if req.method == "hang" {
+                std::future::pending::<()>().await;
+            }
+            let ms = req
+                .params
+                .as_ref()
+                .and_then(|p| p["ms"].as_u64())
+                .unwrap_or(0);
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+            Ok::<_, Infallible>(JsonRpcResponse::result(req.id, json!({"slept": ms})))
+        })
+    }
+
+    fn settings(max_in_flight: usize) -> Settings {
+        Settings {
+            line_limit: 1024,
+            max_in_flight,
+            drain_deadline: Duration::from_secs(1),
+            owner: None,
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn responses_come_as_calls_finish_and_the_bound_still_reads_cancels() {
+        let (mut client, server_in) = tokio::io::duplex(1 << 16);
+        let (server_out, client_out) = tokio::io::duplex(1 << 16);
+        let served = tokio::spawn(serve(
+            sleeper(),
+            settings(1),
+            BufReader::new(server_in),
+            server_out,
+        ));
+        let mut lines = BufReader::new(client_out).lines();
+        // One slot: the hanging call takes it; the next request waits, but
+        // the cancel behind it is still read and frees the slot.
+        client
+            .write_all(
+                b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"hang\"}\n\
+                  {\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"x\",\"params\":{\"ms\":50}}\n\
+                  {\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":1}}\n",
+            )
+            .await
+            .unwrap();
+        let line = lines.next_line().await.unwrap().unwrap();
+        assert_eq!(line, r#"{"jsonrpc":"2.0","id":2,"result":{"slept":50}}"#);
+        drop(served);
+
+        // Many slots: the quick call overtakes the slow one.
+        let (mut client, server_in) = tokio::io::duplex(1 << 16);
+        let (server_out, client_out) = tokio::io::duplex(1 << 16);
+        let served = tokio::spawn(serve(
+            sleeper(),
+            settings(8),
+            BufReader::new(server_in),
+            server_out,
+        ));
+        let mut lines = BufReader::new(client_out).lines();
+        client
+            .write_all(
+                b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"x\",\"params\":{\"ms\":500}}\n\
+                  {\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"x\",\"params\":{\"ms\":10}}\n",
+            )
+            .await
+            .unwrap();
+        drop(client);
+        let first = lines.next_line().await.unwrap().unwrap();
+        let second = lines.next_line().await.unwrap().unwrap();
+        assert!(
+            first.contains("\"id\":2") && second.contains("\"id\":1"),
+            "{first} {second}"
+        );
+        assert_eq!(
+            lines.next_line().await.unwrap(),
+            None,
+            "output closed after EOF"
+        );
+        served.await.unwrap().unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn eof_drops_calls_still_running_at_the_deadline() {
+        let (mut client, server_in) = tokio::io::duplex(1 << 16);
+        let (server_out, client_out) = tokio::io::duplex(1 << 16);
+        let served = tokio::spawn(serve(
+            sleeper(),
+            settings(8),
+            BufReader::new(server_in),
+            server_out,
+        ));
+        client
+            .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"hang\"}\n")
+            .await
+            .unwrap();
+        drop(client);
+        served.await.unwrap().unwrap();
+        let mut lines = BufReader::new(client_out).lines();
+        assert_eq!(lines.next_line().await.unwrap(), None);
+    }
+}
