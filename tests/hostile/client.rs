@@ -18,16 +18,10 @@ use crate::{CAPS, PV, TASKS};
 /// beside the read, its errors ignored, and the answer is read until its
 /// `Content-Length` is complete.
 pub(crate) async fn send_refused(addr: SocketAddr, headers: &Headers, body: Body) -> Reply {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::io::AsyncWriteExt;
     let stream = TcpStream::connect(addr).await.unwrap();
     let (mut read, mut write) = stream.into_split();
-    let mut head = format!("POST /mcp HTTP/1.1\r\nhost: {addr}\r\n").into_bytes();
-    for (name, value) in headers {
-        head.extend_from_slice(name.as_bytes());
-        head.extend_from_slice(b": ");
-        head.extend_from_slice(value);
-        head.extend_from_slice(b"\r\n");
-    }
+    let mut head = request_head(addr, headers);
     let body = match body {
         Body::Full(bytes) => {
             head.extend_from_slice(format!("content-length: {}\r\n\r\n", bytes.len()).as_bytes());
@@ -50,46 +44,64 @@ pub(crate) async fn send_refused(addr: SocketAddr, headers: &Headers, body: Body
         let _ = write.write_all(&body).await;
         write
     });
-    let mut buf = Vec::new();
-    let mut chunk = vec![0u8; 64 * 1024];
-    let reply = tokio::time::timeout(Duration::from_secs(30), async {
-        loop {
-            if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                let head = String::from_utf8_lossy(&buf[..end]).to_lowercase();
-                let field = |name: &str| {
-                    head.lines()
-                        .find_map(|l| l.strip_prefix(name))
-                        .map(|v| v.trim().to_owned())
-                };
-                let length: usize = field("content-length:")
-                    .and_then(|v| v.parse().ok())
-                    .unwrap_or(0);
-                if buf.len() >= end + 4 + length {
-                    let status = head
-                        .split(' ')
-                        .nth(1)
-                        .and_then(|s| s.parse().ok())
-                        .expect("an HTTP status line");
-                    return Reply {
-                        status,
-                        content_type: field("content-type:"),
-                        body: Bytes::copy_from_slice(&buf[end + 4..end + 4 + length]),
-                    };
-                }
-            }
-            match read.read(&mut chunk).await {
-                Ok(0) | Err(_) => panic!(
-                    "the connection ended before a whole answer: {:?}",
-                    String::from_utf8_lossy(&buf)
-                ),
-                Ok(n) => buf.extend_from_slice(&chunk[..n]),
-            }
-        }
-    })
-    .await
-    .expect("an answer within 30 s");
+    let reply = tokio::time::timeout(Duration::from_secs(30), read_reply(&mut read))
+        .await
+        .expect("an answer within 30 s")
+        .unwrap_or_else(|e| panic!("no whole answer: {e}"));
     writer.abort();
     reply
+}
+
+/// `POST /mcp` and `headers`, each on its line; the caller adds the framing
+/// headers and the blank line.
+pub(crate) fn request_head(addr: SocketAddr, headers: &Headers) -> Vec<u8> {
+    let mut head = format!("POST /mcp HTTP/1.1\r\nhost: {addr}\r\n").into_bytes();
+    for (name, value) in headers {
+        head.extend_from_slice(name.as_bytes());
+        head.extend_from_slice(b": ");
+        head.extend_from_slice(value);
+        head.extend_from_slice(b"\r\n");
+    }
+    head
+}
+
+/// One HTTP/1.1 answer with a `Content-Length`, read whole.
+pub(crate) async fn read_reply<R: tokio::io::AsyncRead + Unpin>(
+    read: &mut R,
+) -> Result<Reply, String> {
+    use tokio::io::AsyncReadExt;
+    let mut buf = Vec::new();
+    let mut chunk = vec![0u8; 64 * 1024];
+    loop {
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buf[..end]).to_lowercase();
+            let field = |name: &str| {
+                head.lines()
+                    .find_map(|l| l.strip_prefix(name))
+                    .map(|v| v.trim().to_owned())
+            };
+            let length: usize = field("content-length:")
+                .and_then(|v| v.parse().ok())
+                .ok_or("no content-length")?;
+            if buf.len() >= end + 4 + length {
+                let status = head
+                    .split(' ')
+                    .nth(1)
+                    .and_then(|s| s.parse().ok())
+                    .ok_or("no status line")?;
+                return Ok(Reply {
+                    status,
+                    content_type: field("content-type:"),
+                    body: Bytes::copy_from_slice(&buf[end + 4..end + 4 + length]),
+                });
+            }
+        }
+        match read.read(&mut chunk).await {
+            Ok(0) => return Err(format!("the connection ended after {} bytes", buf.len())),
+            Err(e) => return Err(format!("{e} after {} bytes", buf.len())),
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
 }
 
 pub(crate) type Headers = Vec<(String, Vec<u8>)>;

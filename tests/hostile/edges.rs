@@ -15,12 +15,14 @@ use axum::http::Method;
 use http_body_util::Full;
 use mcp_task_layer::{JsonRpcRequest, JsonRpcResponse, McpEndpoint, TaskEvent};
 use serde_json::{json, Value};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::broadcast;
 use tower::util::BoxCloneSyncService;
 
-use crate::client::{header, legacy, modern, routing, set_header, without, Headers};
+use crate::client::{
+    header, legacy, modern, read_reply, request_head, routing, set_header, without, Headers,
+};
 use crate::common;
 use crate::common::wire::{bearer, send, Reply};
 use crate::ALICE;
@@ -312,13 +314,7 @@ async fn write_whole_then_read(
     chunked: bool,
 ) -> (std::io::Result<()>, Result<Reply, String>) {
     let mut stream = TcpStream::connect(addr).await.unwrap();
-    let mut request = format!("POST /mcp HTTP/1.1\r\nhost: {addr}\r\n").into_bytes();
-    for (name, value) in headers {
-        request.extend_from_slice(name.as_bytes());
-        request.extend_from_slice(b": ");
-        request.extend_from_slice(value);
-        request.extend_from_slice(b"\r\n");
-    }
+    let mut request = request_head(addr, headers);
     if chunked {
         request.extend_from_slice(b"transfer-encoding: chunked\r\n\r\n");
         for chunk in body.chunks(64 * 1024) {
@@ -338,42 +334,6 @@ async fn write_whole_then_read(
         .await
         .expect("the answer ends within 30 s");
     (written, reply)
-}
-
-/// One HTTP/1.1 answer with a `Content-Length`, read whole.
-async fn read_reply(stream: &mut TcpStream) -> Result<Reply, String> {
-    let mut buf = Vec::new();
-    let mut chunk = vec![0u8; 64 * 1024];
-    loop {
-        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            let head = String::from_utf8_lossy(&buf[..end]).to_lowercase();
-            let field = |name: &str| {
-                head.lines()
-                    .find_map(|l| l.strip_prefix(name))
-                    .map(|v| v.trim().to_owned())
-            };
-            let length: usize = field("content-length:")
-                .and_then(|v| v.parse().ok())
-                .ok_or("no content-length")?;
-            if buf.len() >= end + 4 + length {
-                let status = head
-                    .split(' ')
-                    .nth(1)
-                    .and_then(|s| s.parse().ok())
-                    .ok_or("no status line")?;
-                return Ok(Reply {
-                    status,
-                    content_type: field("content-type:"),
-                    body: Bytes::copy_from_slice(&buf[end + 4..end + 4 + length]),
-                });
-            }
-        }
-        match stream.read(&mut chunk).await {
-            Ok(0) => return Err(format!("the connection ended after {} bytes", buf.len())),
-            Err(e) => return Err(format!("{e} after {} bytes", buf.len())),
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-        }
-    }
 }
 
 /// A 5 MB body (the limit is 4 MiB) written whole before reading with a
