@@ -377,16 +377,29 @@ mod tests {
         }
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn responses_come_as_calls_finish_and_the_bound_still_reads_cancels() {
-        let (mut client, server_in) = tokio::io::duplex(1 << 16);
+    /// `serve` over in-memory pipes: the client's input end, the client's
+    /// output end, and the served stream.
+    fn start(
+        settings: Settings,
+    ) -> (
+        tokio::io::DuplexStream,
+        tokio::io::DuplexStream,
+        tokio::task::JoinHandle<io::Result<()>>,
+    ) {
+        let (client, server_in) = tokio::io::duplex(1 << 16);
         let (server_out, client_out) = tokio::io::duplex(1 << 16);
         let served = tokio::spawn(serve(
             sleeper(),
-            settings(1),
+            settings,
             BufReader::new(server_in),
             server_out,
         ));
+        (client, client_out, served)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn responses_come_as_calls_finish_and_the_bound_still_reads_cancels() {
+        let (mut client, client_out, served) = start(settings(1));
         let mut lines = BufReader::new(client_out).lines();
         // One slot: the hanging call takes it; the next request waits, but
         // the cancel behind it is still read and frees the slot.
@@ -403,14 +416,7 @@ mod tests {
         drop(served);
 
         // Many slots: the quick call overtakes the slow one.
-        let (mut client, server_in) = tokio::io::duplex(1 << 16);
-        let (server_out, client_out) = tokio::io::duplex(1 << 16);
-        let served = tokio::spawn(serve(
-            sleeper(),
-            settings(8),
-            BufReader::new(server_in),
-            server_out,
-        ));
+        let (mut client, client_out, served) = start(settings(8));
         let mut lines = BufReader::new(client_out).lines();
         client
             .write_all(
@@ -436,14 +442,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn eof_drops_calls_still_running_at_the_deadline() {
-        let (mut client, server_in) = tokio::io::duplex(1 << 16);
-        let (server_out, client_out) = tokio::io::duplex(1 << 16);
-        let served = tokio::spawn(serve(
-            sleeper(),
-            settings(8),
-            BufReader::new(server_in),
-            server_out,
-        ));
+        let (mut client, client_out, served) = start(settings(8));
         client
             .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"hang\"}\n")
             .await
