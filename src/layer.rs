@@ -59,7 +59,7 @@ impl TaskLayer {
     pub fn new(store: impl TaskStore) -> Self {
         let (events, _) = broadcast::channel(1024);
         TaskLayer {
-            engine: Arc::new(Engine::new(Arc::new(store), Config::default(), events)),
+            engine: Engine::new(Arc::new(store), Config::default(), events),
         }
     }
 
@@ -71,7 +71,7 @@ impl TaskLayer {
         f(&mut cfg);
         let events = self.engine.events().clone();
         TaskLayer {
-            engine: Arc::new(Engine::new(Arc::clone(&self.engine.store), cfg, events)),
+            engine: Engine::new(Arc::clone(&self.engine.store), cfg, events),
         }
     }
 

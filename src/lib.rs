@@ -124,7 +124,7 @@ pub use protocol::{
     DetailedTask, InputRequest, InputRequests, InputResponses, Task, TaskMetadata,
     TaskPollDecision, TaskStatus,
 };
-pub use runtime::TaskEvent;
+pub use runtime::{TaskEvent, TaskHandle, MAX_STATUS_MESSAGE_BYTES};
 pub use service::TaskService;
 #[cfg(feature = "stdio")]
 #[cfg_attr(docsrs, doc(cfg(feature = "stdio")))]

@@ -185,6 +185,7 @@ where
         let call = TaskCandidate::from_request(&req, kept, owner, era, reservation);
         let mut req = req;
         req.extensions.insert(call.token.clone());
+        req.extensions.insert(call.handle.clone());
         // The runner needs a service of its own to re-invoke the handler
         // later; the ready one serves this call (see tower-service's "Be
         // careful when cloning inner services").
@@ -215,6 +216,8 @@ where
             let call = TaskCandidate::from_request(&req, kept, owner, era, reservation);
             let mut req = req;
             req.extensions.insert(call.token.clone());
+            req.extensions.insert(call.handle.clone());
+            req.extensions.insert(call.handle.clone());
             let fut = inner.clone().oneshot(req);
             engine.tools_call(inner, call, policy, fut).await
         }))

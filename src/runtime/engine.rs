@@ -1,6 +1,6 @@
 //! [`Engine`]: the state one layer's services share.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, OnceLock, Weak};
 
 use tokio::sync::broadcast;
 use tower_service::Service;
@@ -50,6 +50,9 @@ pub(crate) struct Engine {
     /// This process's replica id, the holder name in leases.
     pub(super) replica: String,
     pub(super) invoker: RerunInvoker,
+    /// The engine itself, for the task handles it gives handlers (which
+    /// must not keep it alive).
+    pub(super) me: Weak<Engine>,
 }
 
 impl Engine {
@@ -58,8 +61,8 @@ impl Engine {
         store: Arc<dyn TaskStore>,
         cfg: Config,
         events: broadcast::Sender<TaskEvent>,
-    ) -> Self {
-        Engine {
+    ) -> Arc<Self> {
+        Arc::new_cyclic(|me| Engine {
             store,
             cfg,
             clock: Clock::new(),
@@ -69,7 +72,8 @@ impl Engine {
             replica: ids::new_task_id()
                 .unwrap_or_else(|_| format!("replica-{}", std::process::id())),
             invoker: RerunInvoker::default(),
-        }
+            me: Weak::clone(me),
+        })
     }
 
     pub(crate) fn now_ms(&self) -> i64 {

@@ -25,9 +25,11 @@ mod reaper;
 mod registry;
 mod resume;
 mod runner;
+mod status;
 mod transition;
 mod watchers;
 mod wire;
 
 pub(crate) use engine::Engine;
 pub use hub::TaskEvent;
+pub use status::{TaskHandle, MAX_STATUS_MESSAGE_BYTES};

@@ -10,6 +10,7 @@ use tower::ServiceExt;
 use super::cas::{Decision, Outcome, Reader};
 use super::engine::{Engine, InnerService};
 use super::runner::{HandlerRun, InnerFuture};
+use super::status::TaskHandle;
 use super::transition;
 use crate::context::{TaskId, TaskOwner, TaskResumeContext};
 use crate::json::JsonText;
@@ -106,6 +107,9 @@ impl Engine {
         req.extensions.insert(context);
         req.extensions.insert(token.clone());
         req.extensions.insert(TaskId(r.id.clone()));
+        let fence = r.lease.as_ref().map_or(0, |l| l.fence);
+        req.extensions
+            .insert(TaskHandle::bound(&self.me, &r.id, fence, token.clone()));
         if let Some(owner) = &r.owner {
             req.extensions.insert(TaskOwner(owner.clone()));
         }

@@ -188,6 +188,16 @@ pub(crate) fn orphan_rerun(record: &TaskRecord, now_ms: i64, lease: LeaseTerms<'
     let mut next = record.next_version(now_ms);
     next.lease = Some(lease.take_over(record.lease.as_ref()));
     next.round += 1;
+    // The dead run's progress note would be a lie about the new one.
+    next.status_message = None;
+    next
+}
+
+/// The next version of a `working` task whose handler set `message` as its
+/// status message.
+pub(crate) fn with_status_message(record: &TaskRecord, message: &str, now_ms: i64) -> TaskRecord {
+    let mut next = record.next_version(now_ms);
+    next.status_message = Some(message.to_owned());
     next
 }
 

@@ -22,6 +22,7 @@ use crate::runtime::errors::store_failure;
 use crate::runtime::ids::new_task_id;
 use crate::runtime::registry::{LocalTask, Reservation};
 use crate::runtime::runner::{HandlerRun, InnerFuture};
+use crate::runtime::status::TaskHandle;
 use crate::runtime::{transition, wire};
 use crate::store::{Era, TaskRecord};
 
@@ -125,6 +126,8 @@ pub(crate) struct TaskCandidate {
     pub(crate) era: Era,
     pub(crate) requested_ttl: Option<u64>,
     pub(crate) peer: Option<Peer>,
+    /// The handle the first run is given: bound to the task once written.
+    pub(crate) handle: TaskHandle,
     /// The owner's slot this call holds until it ends or becomes a task.
     pub(crate) reservation: Reservation,
 }
@@ -137,14 +140,16 @@ impl TaskCandidate {
         era: Era,
         reservation: Reservation,
     ) -> Self {
+        let token = CancellationToken::new();
         let mut call = TaskCandidate {
+            handle: TaskHandle::unbound(token.clone()),
             id: req.id.clone(),
             name: String::new(),
             kept,
             input_responses: InputResponses::new(),
             request_state: None,
             owner,
-            token: CancellationToken::new(),
+            token,
             era,
             requested_ttl: None,
             peer: req.extensions.get::<Peer>().cloned(),
@@ -325,6 +330,9 @@ impl Engine {
             Err(e) => return Ok(JsonRpcResponse::error(call.id, e)),
         };
         record.lease = Some(self.new_lease(None));
+        // A message the handler set before the task existed is written
+        // with it.
+        record.status_message = call.handle.take_pending();
         let record = Arc::new(record);
         if let Err(e) = self.store.create_shared(Arc::clone(&record)).await {
             // Dropping the handler's future stops it.
@@ -338,6 +346,7 @@ impl Engine {
         let created = wire::create_result(&record);
         crate::metrics::created(record.era);
         let fence = record.lease.as_ref().map_or(0, |l| l.fence);
+        call.handle.bind(&self.me, &record.id, fence);
         let run = HandlerRun::fenced(fence);
         Box::pin(self.drive(svc, record.id.clone(), local, fut, run, record.era)).await;
         Ok(JsonRpcResponse::trusted_text(call.id, created))

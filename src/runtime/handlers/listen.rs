@@ -269,6 +269,8 @@ struct LastPushed {
     /// Within one input round, keys are only ever answered, never added:
     /// their number tells a partial answer.
     outstanding: usize,
+    /// A handler's status message may change within one millisecond.
+    message: Option<String>,
     expires_at_ms: Option<i64>,
 }
 
@@ -280,17 +282,19 @@ impl LastPushed {
             updated_at_ms: r.updated_at_ms,
             round: r.round,
             outstanding: r.input_requests.len(),
+            message: r.status_message.clone(),
             expires_at_ms: r.expires_at_ms(),
         }
     }
 
     /// What a client could tell apart between two versions.
-    fn shown(&self) -> (TaskStatus, i64, u32, usize) {
+    fn shown(&self) -> (TaskStatus, i64, u32, usize, Option<&str>) {
         (
             self.status,
             self.updated_at_ms,
             self.round,
             self.outstanding,
+            self.message.as_deref(),
         )
     }
 }
