@@ -250,6 +250,7 @@ pub(crate) fn next_finished(r: &TaskRecord, now_ms: i64) -> TaskRecord {
         outcome: None,
         cancel_requested: r.cancel_requested,
         lease: None,
+        sealed: Default::default(),
     }
 }
 

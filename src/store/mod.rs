@@ -66,11 +66,16 @@ use crate::protocol::{InputRequest, InputResponses, TaskStatus};
 pub mod conformance;
 mod connect;
 mod memory;
+#[cfg(feature = "seal")]
+mod sealed;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod sql;
 
 pub use connect::connect;
 pub use memory::MemoryStore;
+#[cfg(feature = "seal")]
+#[cfg_attr(docsrs, doc(cfg(feature = "seal")))]
+pub use sealed::{SealKeyError, SealKeyRing, SealedStore, SEAL_KEY_BYTES};
 #[cfg(feature = "postgres")]
 #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
 pub use sql::PostgresStore;
@@ -240,6 +245,11 @@ pub struct TaskRecord {
     /// fence is no longer the record's writes nothing.
     #[serde(default)]
     pub lease: Option<Lease>,
+    /// Fields a sealing store wrapper (`SealedStore`, feature `seal`)
+    /// encrypted before they reached the store, by field name. Only the
+    /// wrapper reads or writes it: empty in every record the layer sees.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub sealed: BTreeMap<String, String>,
 }
 
 /// The right to run a task's handler, held by one replica at a time.
@@ -286,6 +296,7 @@ impl TaskRecord {
             outcome: None,
             cancel_requested: false,
             lease: None,
+            sealed: BTreeMap::new(),
         }
     }
 

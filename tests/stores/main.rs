@@ -199,5 +199,7 @@ async fn unowned_tasks_list_apart<S: TaskStore>(store: S) {
 mod postgres;
 #[cfg(feature = "sqlite")]
 mod restart;
+#[cfg(feature = "seal")]
+mod sealed;
 #[cfg(feature = "sqlite")]
 mod sqlite;

@@ -50,7 +50,8 @@ impl Done {
             || !r.input_requests.is_empty()
             || !r.issued_keys.is_empty()
             || !r.input_responses.is_empty()
-            || r.lease.is_some();
+            || r.lease.is_some()
+            || !r.sealed.is_empty();
         if !r.status.is_terminal() || resumable {
             return None;
         }
@@ -164,6 +165,7 @@ impl Done {
             outcome,
             cancel_requested: self.cancel_requested,
             lease: None,
+            sealed: Default::default(),
         }
     }
 }

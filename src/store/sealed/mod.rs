@@ -1,0 +1,180 @@
+//! [`SealedStore`]: any [`TaskStore`] with the private parts of every
+//! record encrypted before they reach it (feature `seal`).
+//!
+//! A task record holds the tool's arguments, the request `_meta`, the
+//! input requests and every answer the user gave, the handler's
+//! `requestState`, the status message and the result or error: in a SQL
+//! table, a Redis key or a backup, all of it readable by whoever can read
+//! the store. Wrapped in a `SealedStore`, each of these fields is sealed on
+//! its own with XChaCha20-Poly1305 (RustCrypto's `chacha20poly1305`) under
+//! the newest key of a [`SealKeyRing`], a fresh random 192-bit nonce per
+//! value, and the task id, the field name and the key id as associated data:
+//! a sealed value copied into another task's record, or into another field,
+//! does not open.
+//!
+//! What stays in clear is what a store indexes or a layer must read without
+//! the key, and none of it came from the user: the task id (random), the
+//! owner key (the store finds a caller's tasks by it; make it a hash or an
+//! opaque id), the era, the status, the timestamps, TTL and poll interval,
+//! the version, the lease (holder replica and fence), the round count, the
+//! cancel flag, the tool name, and the input keys the client was shown.
+//!
+//! # Fail closed
+//!
+//! A record whose sealed field does not open (its key is not in the ring,
+//! or the value was altered or moved) reads as a `failed` task whose error
+//! (`-32603`) and status message say that its stored data could not be
+//! opened and why (which field, which key id; never any content). Nothing
+//! is written back: the stored record is untouched, so putting the missing
+//! key back in the ring makes the task readable again. A record written
+//! before sealing was turned on has no sealed field and reads as it is;
+//! its next write seals it.
+
+mod envelope;
+mod keyring;
+
+use std::sync::Arc;
+
+use tracing::warn;
+
+use super::{BoxFuture, Era, Result, TaskChange, TaskOutcome, TaskRecord, TaskStore};
+use crate::jsonrpc::JsonRpcError;
+use crate::protocol::TaskStatus;
+
+pub use keyring::{SealKeyError, SealKeyRing, SEAL_KEY_BYTES};
+
+/// A [`TaskStore`] whose records' private fields are sealed at rest; see
+/// the [module docs](self).
+///
+/// ```
+/// use mcp_task_layer::store::{MemoryStore, SealKeyRing, SealedStore};
+/// use mcp_task_layer::TaskLayer;
+///
+/// let ring = SealKeyRing::single("k1", [7; 32])?; // load real keys from a file
+/// let layer = TaskLayer::new(SealedStore::new(MemoryStore::new(), ring));
+/// # let _ = layer;
+/// # Ok::<(), mcp_task_layer::store::SealKeyError>(())
+/// ```
+#[derive(Debug)]
+pub struct SealedStore<S> {
+    inner: S,
+    ring: Arc<SealKeyRing>,
+}
+
+impl<S: TaskStore> SealedStore<S> {
+    /// `inner`, sealing with the newest key of `ring`.
+    pub fn new(inner: S, ring: SealKeyRing) -> Self {
+        SealedStore {
+            inner,
+            ring: Arc::new(ring),
+        }
+    }
+
+    /// The store underneath, holding sealed records.
+    pub fn inner(&self) -> &S {
+        &self.inner
+    }
+
+    fn seal(&self, record: TaskRecord) -> Result<TaskRecord> {
+        envelope::seal(&self.ring, record)
+    }
+
+    fn open(&self, record: Arc<TaskRecord>) -> Arc<TaskRecord> {
+        if record.sealed.is_empty() {
+            return record;
+        }
+        let mut record = Arc::unwrap_or_clone(record);
+        match envelope::open(&self.ring, &mut record) {
+            Ok(()) => Arc::new(record),
+            Err(e) => {
+                warn!(task_id = %record.id, field = %e.field, reason = %e.why, "a sealed task record does not open");
+                Arc::new(unopened(record, &e.field, &e.why))
+            }
+        }
+    }
+
+    fn open_all(&self, records: Vec<Arc<TaskRecord>>) -> Vec<Arc<TaskRecord>> {
+        records.into_iter().map(|r| self.open(r)).collect()
+    }
+}
+
+/// What a record that does not open reads as: `failed`, saying why, with
+/// none of its private fields.
+fn unopened(r: TaskRecord, field: &str, why: &str) -> TaskRecord {
+    let message =
+        format!("the task's stored data could not be opened: sealed field {field}: {why}");
+    let mut failed = TaskRecord::new(
+        r.id,
+        r.era,
+        r.tool_name,
+        serde_json::Value::Null,
+        r.created_at_ms,
+        r.ttl_ms,
+    )
+    .with_owner(r.owner);
+    failed.status = TaskStatus::Failed;
+    failed.status_message = Some(message.clone());
+    failed.outcome = Some(TaskOutcome::Error(JsonRpcError::internal(message)));
+    failed.updated_at_ms = r.updated_at_ms;
+    failed.poll_interval_ms = r.poll_interval_ms;
+    failed.version = r.version;
+    failed.round = r.round;
+    failed.cancel_requested = r.cancel_requested;
+    failed
+}
+
+impl<S: TaskStore> TaskStore for SealedStore<S> {
+    fn create(&self, record: TaskRecord) -> BoxFuture<'_, Result<()>> {
+        match self.seal(record) {
+            Ok(sealed) => self.inner.create(sealed),
+            Err(e) => Box::pin(std::future::ready(Err(e))),
+        }
+    }
+
+    fn get<'a>(
+        &'a self,
+        id: &'a str,
+        now_ms: i64,
+    ) -> BoxFuture<'a, Result<Option<Arc<TaskRecord>>>> {
+        Box::pin(async move { Ok(self.inner.get(id, now_ms).await?.map(|r| self.open(r))) })
+    }
+
+    fn replace(&self, record: TaskRecord, expected_version: u64) -> BoxFuture<'_, Result<()>> {
+        match self.seal(record) {
+            Ok(sealed) => self.inner.replace(sealed, expected_version),
+            Err(e) => Box::pin(std::future::ready(Err(e))),
+        }
+    }
+
+    fn delete_expired(&self, now_ms: i64, limit: usize) -> BoxFuture<'_, Result<Vec<String>>> {
+        self.inner.delete_expired(now_ms, limit)
+    }
+
+    fn list<'a>(
+        &'a self,
+        owner: Option<&'a str>,
+        era: Era,
+        after: Option<(i64, &'a str)>,
+        limit: usize,
+        now_ms: i64,
+    ) -> BoxFuture<'a, Result<Vec<Arc<TaskRecord>>>> {
+        Box::pin(async move {
+            let page = self.inner.list(owner, era, after, limit, now_ms).await?;
+            Ok(self.open_all(page))
+        })
+    }
+
+    fn orphans(&self, now_ms: i64, limit: usize) -> BoxFuture<'_, Result<Vec<Arc<TaskRecord>>>> {
+        Box::pin(async move { Ok(self.open_all(self.inner.orphans(now_ms, limit).await?)) })
+    }
+
+    fn changes(&self) -> Option<tokio::sync::broadcast::Receiver<TaskChange>> {
+        self.inner.changes()
+    }
+
+    fn get_ready(&self, id: &str, now_ms: i64) -> Option<Result<Option<Arc<TaskRecord>>>> {
+        self.inner
+            .get_ready(id, now_ms)
+            .map(|found| found.map(|r| r.map(|r| self.open(r))))
+    }
+}
