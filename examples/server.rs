@@ -42,6 +42,12 @@
 //! | `confirm_delete {filename}` | task | asks to confirm, then "deletes" |
 //! | `multi_input {}` | task | asks two questions at once |
 //! | `test_tool_with_task {}` | task | asks for a name first (plain MRTR), then runs as a task |
+//! | `progress_job {steps}` | task | sets `statusMessage` to "step k of n" every 200 ms, then completes |
+//!
+//! With `--seal-key-file PATH` (and `--features axum,seal`) the store is
+//! wrapped in a `SealedStore`: arguments, answers and results are encrypted
+//! before they reach it. The file holds lines `KEY_ID:HEX` (an id of
+//! letters, digits and dashes, 64 hex digits), the last the newest key.
 //!
 //! 2025-11-25 clients (such as `@modelcontextprotocol/sdk` 1.x, see
 //! `tests/ts-sdk/`) start with `initialize` and get the legacy tasks from the
@@ -65,7 +71,7 @@ use mcp_task_layer::jsonrpc::code;
 use mcp_task_layer::protocol::META_PROTOCOL_VERSION;
 use mcp_task_layer::{
     CancellationToken, JsonRpcError, JsonRpcRequest, JsonRpcResponse, McpEndpoint, Recovery,
-    TaskLayer, TaskOwner, TaskPolicy,
+    TaskHandle, TaskLayer, TaskOwner, TaskPolicy, TaskStore,
 };
 use serde_json::{json, Map, Value};
 use tower::ServiceBuilder;
@@ -97,6 +103,10 @@ async fn main() {
             std::process::exit(1);
         }
     };
+    let store = match &args.seal_key_file {
+        Some(path) => sealed(store, path),
+        None => store,
+    };
 
     let tasks = TaskLayer::new(store)
         .with_tool_policies([
@@ -112,6 +122,7 @@ async fn main() {
             ("confirm_delete", TaskPolicy::Task),
             ("multi_input", TaskPolicy::Task),
             ("test_tool_with_task", TaskPolicy::Task),
+            ("progress_job", TaskPolicy::Task),
         ])
         .with_poll_interval(Duration::from_millis(250))
         .with_lease_ttl(args.lease_ttl)
@@ -171,6 +182,26 @@ async fn serve_stdio<S>(_service: S) {
     std::process::exit(2);
 }
 
+/// `store` with its tasks' private fields sealed under the keys in the
+/// file at `path` (`--seal-key-file`).
+#[cfg(feature = "seal")]
+fn sealed(store: std::sync::Arc<dyn TaskStore>, path: &str) -> std::sync::Arc<dyn TaskStore> {
+    use mcp_task_layer::store::{SealKeyRing, SealedStore};
+    match SealKeyRing::from_file(path) {
+        Ok(ring) => std::sync::Arc::new(SealedStore::new(store, ring)),
+        Err(e) => {
+            eprintln!("{e}");
+            std::process::exit(1);
+        }
+    }
+}
+
+#[cfg(not(feature = "seal"))]
+fn sealed(_: std::sync::Arc<dyn TaskStore>, _: &str) -> std::sync::Arc<dyn TaskStore> {
+    eprintln!("--seal-key-file needs the `seal` feature (--features axum,seal)");
+    std::process::exit(2);
+}
+
 /// The command line.
 struct Args {
     stdio: bool,
@@ -178,16 +209,18 @@ struct Args {
     store: String,
     lease_ttl: Duration,
     recovery: Recovery,
+    seal_key_file: Option<String>,
 }
 
 const USAGE: &str =
     "usage: server [--stdio | --port PORT] [--store memory|sqlite:PATH|postgres://...] \
-                     [--lease-ttl SECONDS] [--recovery fail|rerun]";
+                     [--lease-ttl SECONDS] [--recovery fail|rerun] [--seal-key-file PATH]";
 
 /// `--stdio` (MCP on stdin/stdout, no port), `--port PORT` (default 3001), `--store URL` (default `memory`),
 /// `--lease-ttl SECONDS` (default 30: how long a task whose server died
 /// stays `working` before it is recovered) and `--recovery fail|rerun`
-/// (default `fail`), each also as `--flag=value`.
+/// (default `fail`), `--seal-key-file PATH` (seal tasks at rest with the
+/// keys in PATH), each also as `--flag=value`.
 fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
     let mut out = Args {
         stdio: false,
@@ -195,6 +228,7 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
         store: "memory".to_owned(),
         lease_ttl: Duration::from_secs(30),
         recovery: Recovery::Fail,
+        seal_key_file: None,
     };
     while let Some(arg) = args.next() {
         if arg == "--stdio" {
@@ -205,7 +239,15 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
             Some((flag, value)) => (flag.to_owned(), Some(value.to_owned())),
             None => (arg.clone(), None),
         };
-        if !["--port", "--store", "--lease-ttl", "--recovery"].contains(&flag.as_str()) {
+        if ![
+            "--port",
+            "--store",
+            "--lease-ttl",
+            "--recovery",
+            "--seal-key-file",
+        ]
+        .contains(&flag.as_str())
+        {
             return Err(format!("unknown argument {arg:?}"));
         }
         let value = match inline {
@@ -233,6 +275,7 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
                     _ => return Err(format!("invalid recovery {value:?}: fail or rerun")),
                 };
             }
+            "--seal-key-file" => out.seal_key_file = Some(value),
             _ => out.store = value,
         }
     }
@@ -355,6 +398,11 @@ fn tools_list() -> Value {
                 "test_tool_with_task",
                 "Asks for a name, then greets as a task.",
                 json!({}),
+            ),
+            tool(
+                "progress_job",
+                "Works through `steps` steps of 200 ms, saying which one it is on.",
+                json!({ "steps": { "type": "integer" } }),
             ),
         ],
         "cacheScope": "public",
@@ -527,6 +575,22 @@ async fn call_tool(req: &JsonRpcRequest) -> Result<Value, JsonRpcError> {
             }
             Answer::Refused => Ok(text("No name given; nothing to do.")),
         },
+        "progress_job" => {
+            let steps = args
+                .get("steps")
+                .and_then(Value::as_u64)
+                .unwrap_or(5)
+                .clamp(1, 1000);
+            // TaskLayer puts the task's handle here on every run of a task.
+            let task = req.extensions.get::<TaskHandle>();
+            for k in 1..=steps {
+                if let Some(task) = task {
+                    task.set_status_message(format!("step {k} of {steps}"));
+                }
+                work(Duration::from_millis(200), &cancel).await?;
+            }
+            Ok(text(format!("Finished {steps} steps.")))
+        }
         other => Err(JsonRpcError::invalid_params(format!(
             "unknown tool {other:?}"
         ))),

@@ -32,7 +32,8 @@ pub struct TaskId(pub String);
 /// `tasks/result` stream), not by retrying `tools/call`, so the server
 /// re-invokes the handler itself and must supply what the client would
 /// otherwise have resent. The layer puts it in the extensions of every
-/// re-invocation, beside the task's [`CancellationToken`] and [`TaskId`].
+/// re-invocation, beside the task's [`CancellationToken`], [`TaskId`] and
+/// [`TaskHandle`](crate::TaskHandle).
 ///
 /// The handler runs from the top rather than continuing where it stopped, so
 /// the arguments are the original ones, unmodified, and `input_responses`

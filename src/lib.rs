@@ -66,6 +66,7 @@
 //! | `sqlite` | `store::SqliteStore`: tasks in a SQLite file (bundled SQLite, through sqlx) |
 //! | `postgres` | `store::PostgresStore`: tasks in PostgreSQL, shared by every replica |
 //! | `stdio` | `StdioTransport`: serve any `Service<JsonRpcRequest>` over newline-delimited JSON-RPC on stdin/stdout |
+//! | `seal` | `store::SealedStore`: tasks' arguments, answers and results encrypted at rest in any store |
 //!
 //! # Where things are
 //!

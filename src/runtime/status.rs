@@ -137,8 +137,9 @@ impl TaskHandle {
     /// and the layer's message on each state change replaces the handler's
     /// (a resumed run starts with none).
     ///
-    /// The message is stored like the rest of the record, in clear even
-    /// with [`SealedStore`](crate::store) sealing: keep secrets out of it.
+    /// With sealing at rest (feature `seal`) the message is sealed like the
+    /// arguments; without, it is stored in clear like the rest of the
+    /// record.
     pub fn set_status_message(&self, message: impl Into<String>) {
         let mut message = message.into();
         truncate(&mut message, MAX_STATUS_MESSAGE_BYTES);

@@ -1,34 +1,5 @@
 //! [`SealedStore`]: any [`TaskStore`] with the private parts of every
 //! record encrypted before they reach it (feature `seal`).
-//!
-//! A task record holds the tool's arguments, the request `_meta`, the
-//! input requests and every answer the user gave, the handler's
-//! `requestState`, the status message and the result or error: in a SQL
-//! table, a Redis key or a backup, all of it readable by whoever can read
-//! the store. Wrapped in a `SealedStore`, each of these fields is sealed on
-//! its own with XChaCha20-Poly1305 (RustCrypto's `chacha20poly1305`) under
-//! the newest key of a [`SealKeyRing`], a fresh random 192-bit nonce per
-//! value, and the task id, the field name and the key id as associated data:
-//! a sealed value copied into another task's record, or into another field,
-//! does not open.
-//!
-//! What stays in clear is what a store indexes or a layer must read without
-//! the key, and none of it came from the user: the task id (random), the
-//! owner key (the store finds a caller's tasks by it; make it a hash or an
-//! opaque id), the era, the status, the timestamps, TTL and poll interval,
-//! the version, the lease (holder replica and fence), the round count, the
-//! cancel flag, the tool name, and the input keys the client was shown.
-//!
-//! # Fail closed
-//!
-//! A record whose sealed field does not open (its key is not in the ring,
-//! or the value was altered or moved) reads as a `failed` task whose error
-//! (`-32603`) and status message say that its stored data could not be
-//! opened and why (which field, which key id; never any content). Nothing
-//! is written back: the stored record is untouched, so putting the missing
-//! key back in the ring makes the task readable again. A record written
-//! before sealing was turned on has no sealed field and reads as it is;
-//! its next write seals it.
 
 mod envelope;
 mod keyring;
@@ -43,8 +14,38 @@ use crate::protocol::TaskStatus;
 
 pub use keyring::{SealKeyError, SealKeyRing, SEAL_KEY_BYTES};
 
-/// A [`TaskStore`] whose records' private fields are sealed at rest; see
-/// the [module docs](self).
+/// A [`TaskStore`] whose records' private fields are sealed at rest.
+///
+/// A task record holds the tool's arguments, the request `_meta`, the
+/// input requests and every answer the user gave, the handler's
+/// `requestState`, the status message and the result or error: in a SQL
+/// table, a Redis key or a backup, all of it readable by whoever can read
+/// the store. Wrapped in a `SealedStore`, each of these fields is sealed on
+/// its own with XChaCha20-Poly1305 (RustCrypto's `chacha20poly1305`) under
+/// the newest key of a [`SealKeyRing`], a fresh random 192-bit nonce per
+/// value, and the task id, the field name and the key id as associated data:
+/// a sealed value copied into another task's record, or into another field,
+/// does not open.
+///
+/// What stays in clear is what a store indexes or a layer must read without
+/// the key, and none of it came from the user: the task id (random), the
+/// owner key (the store finds a caller's tasks by it; make it a hash or an
+/// opaque id), the era, the status, the timestamps, TTL and poll interval,
+/// the version, the lease (holder replica and fence), the round count, the
+/// cancel flag, the tool name, and the input keys the client was shown.
+///
+/// # Fail closed
+///
+/// A record whose sealed field does not open (its key is not in the ring,
+/// or the value was altered or moved) reads as a `failed` task whose error
+/// (`-32603`) and status message say that its stored data could not be
+/// opened and why (which field, which key id; never any content). Nothing
+/// is written back: the stored record is untouched, so putting the missing
+/// key back in the ring makes the task readable again. A record written
+/// before sealing was turned on has no sealed field and reads as it is;
+/// its next write seals it.
+///
+/// # Example
 ///
 /// ```
 /// use mcp_task_layer::store::{MemoryStore, SealKeyRing, SealedStore};
