@@ -35,7 +35,10 @@ fn stores() -> [(&'static str, Arc<dyn TaskStore>); 2] {
     let ring = SealKeyRing::single("k1", [7; 32]).expect("a key");
     [
         ("plain", Arc::new(MemoryStore::new())),
-        ("sealed", Arc::new(SealedStore::new(MemoryStore::new(), ring))),
+        (
+            "sealed",
+            Arc::new(SealedStore::new(MemoryStore::new(), ring)),
+        ),
     ]
 }
 

@@ -11,13 +11,23 @@ pub(crate) fn push_hex(out: &mut String, bytes: &[u8]) {
 }
 
 /// The bytes of an even-length hex text, or `None` if it is not one.
+/// (Byte by byte rather than `u8::from_str_radix` per pair: sealed task
+/// fields are opened on every read, and that took most of the time.)
 pub(crate) fn decode_hex(text: &str) -> Option<Vec<u8>> {
+    fn nibble(b: u8) -> Option<u8> {
+        match b {
+            b'0'..=b'9' => Some(b - b'0'),
+            b'a'..=b'f' => Some(b - b'a' + 10),
+            b'A'..=b'F' => Some(b - b'A' + 10),
+            _ => None,
+        }
+    }
     if text.len() % 2 != 0 {
         return None;
     }
-    (0..text.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
+    text.as_bytes()
+        .chunks_exact(2)
+        .map(|pair| Some((nibble(pair[0])? << 4) | nibble(pair[1])?))
         .collect()
 }
 
@@ -37,5 +47,7 @@ mod tests {
         assert_eq!(decode_hex(&text), Some(bytes));
         assert_eq!(decode_hex("abc"), None);
         assert_eq!(decode_hex("zz"), None);
+        assert_eq!(decode_hex("+f"), None, "no sign");
+        assert_eq!(decode_hex("AbCd"), Some(vec![0xab, 0xcd]));
     }
 }
