@@ -10,25 +10,38 @@ pub(crate) fn push_hex(out: &mut String, bytes: &[u8]) {
     }
 }
 
-/// The bytes of an even-length hex text, or `None` if it is not one.
-/// (Byte by byte rather than `u8::from_str_radix` per pair: sealed task
-/// fields are opened on every read, and that took most of the time.)
-pub(crate) fn decode_hex(text: &str) -> Option<Vec<u8>> {
-    fn nibble(b: u8) -> Option<u8> {
-        match b {
-            b'0'..=b'9' => Some(b - b'0'),
-            b'a'..=b'f' => Some(b - b'a' + 10),
-            b'A'..=b'F' => Some(b - b'A' + 10),
-            _ => None,
-        }
+/// Each byte's value as a hex digit, or 0xff.
+const NIBBLES: [u8; 256] = {
+    let mut table = [0xff; 256];
+    let mut i = 0;
+    while i < 10 {
+        table[b'0' as usize + i] = i as u8;
+        i += 1;
     }
+    let mut i = 0;
+    while i < 6 {
+        table[b'a' as usize + i] = 10 + i as u8;
+        table[b'A' as usize + i] = 10 + i as u8;
+        i += 1;
+    }
+    table
+};
+
+/// The bytes of an even-length hex text, or `None` if it is not one.
+/// (A table rather than `u8::from_str_radix` per pair: sealed task fields
+/// are hex, opened on every read, and that took most of the read's time.)
+pub(crate) fn decode_hex(text: &str) -> Option<Vec<u8>> {
     if text.len() % 2 != 0 {
         return None;
     }
-    text.as_bytes()
-        .chunks_exact(2)
-        .map(|pair| Some((nibble(pair[0])? << 4) | nibble(pair[1])?))
-        .collect()
+    let mut out = Vec::with_capacity(text.len() / 2);
+    let mut bad = 0;
+    for pair in text.as_bytes().chunks_exact(2) {
+        let (hi, lo) = (NIBBLES[usize::from(pair[0])], NIBBLES[usize::from(pair[1])]);
+        bad |= hi | lo;
+        out.push((hi << 4) | (lo & 0xf));
+    }
+    (bad & 0xf0 == 0).then_some(out)
 }
 
 #[cfg(test)]
