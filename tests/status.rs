@@ -1,8 +1,9 @@
 //! What a handler says while it runs: `TaskHandle::set_status_message`,
-//! seen by `tasks/get` (R13: `statusMessage`), by `subscriptions/listen`
+//! seen by `tasks/get` as `statusMessage`, by `subscriptions/listen`
 //! subscribers (R56) and by 2025-11-25 clients on
-//! `notifications/tasks/status` (R58); dropped when the run is stale;
-//! coalesced into a bounded number of store writes.
+//! `notifications/tasks/status` (R58); replaced by the layer's own message
+//! on a state change (R35); dropped when the run is stale; coalesced into a
+//! bounded number of store writes.
 
 mod common;
 
@@ -29,6 +30,8 @@ type Svc = BoxCloneSyncService<JsonRpcRequest, JsonRpcResponse, Infallible>;
 ///   for one permit of `gate`; then completes.
 /// - `chatty {n}`: sets "tick i" n times, 1 ms apart, then waits for one
 ///   permit and completes.
+/// - `ask`: sets "about to ask" and asks for `go` at once; resumed with
+///   it, sets "resumed as {id}" and waits for one permit.
 /// - `plain`: checks it got a handle, then waits for one permit.
 fn server(gate: Arc<Semaphore>) -> Svc {
     BoxCloneSyncService::new(tower::service_fn(move |req: JsonRpcRequest| {
@@ -59,6 +62,22 @@ fn server(gate: Arc<Semaphore>) -> Svc {
                         task.set_status_message(format!("tick {i}"));
                         tokio::time::sleep(Duration::from_millis(1)).await;
                     }
+                    gate.acquire().await.unwrap().forget();
+                }
+                "ask" if params["inputResponses"]["go"].is_null() => {
+                    task.set_status_message("about to ask");
+                    return Ok(JsonRpcResponse::result(
+                        req.id,
+                        json!({"resultType": "input_required", "inputRequests": {"go": {
+                            "method": "elicitation/create",
+                            "params": {"mode": "form", "message": "Go?", "requestedSchema": {
+                                "type": "object", "properties": {}
+                            }}
+                        }}}),
+                    ));
+                }
+                "ask" => {
+                    task.set_status_message(format!("resumed as {}", task.id().unwrap()));
                     gate.acquire().await.unwrap().forget();
                 }
                 _ => gate.acquire().await.unwrap().forget(),
@@ -167,7 +186,7 @@ impl ClientPeer for Listener {
 }
 
 #[tokio::test(start_paused = true)]
-async fn r13_a_running_handlers_messages_show_in_tasks_get_and_end_with_the_task() {
+async fn a_running_handlers_messages_show_in_tasks_get_and_end_with_the_task() {
     let h = Harness::on(MemoryStore::new());
     let id = h.start("progress", json!({"steps": 3})).await;
     for k in 1..=3 {
@@ -186,6 +205,35 @@ async fn r13_a_running_handlers_messages_show_in_tasks_get_and_end_with_the_task
         done["result"]["content"][0]["text"], id,
         "the handle knew its task's id"
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn r35_the_layers_message_wins_and_a_resumed_run_has_a_handle_of_its_own() {
+    let h = Harness::on(MemoryStore::new());
+    let id = h.start("ask", json!({})).await;
+    h.get_until(&id, "input_required", |b| b["status"] == "input_required")
+        .await;
+    // The handler's "about to ask" may be flushed before or after the
+    // answer is written; either way it loses to the layer's message.
+    quiesce().await;
+    let waiting = h.get(&id).await;
+    assert_eq!(waiting["status"], "input_required");
+    assert_eq!(waiting["statusMessage"], "The task is waiting for input.");
+
+    let r = h
+        .send(
+            "tasks/update",
+            json!({"taskId": id, "inputResponses": {"go": {"action": "accept", "content": {}}},
+                   "_meta": meta(true)}),
+            None,
+        )
+        .await;
+    ok(&r);
+    let resumed = h.message_until(&id, &format!("resumed as {id}")).await;
+    assert_eq!(resumed["status"], "working");
+    h.gate.add_permits(1);
+    h.get_until(&id, "completed", |b| b["status"] == "completed")
+        .await;
 }
 
 #[tokio::test(start_paused = true)]
