@@ -81,10 +81,7 @@ impl Engine {
         mut decide: impl FnMut(&TaskRecord) -> Result<Decision<T>, E>,
     ) -> Result<Outcome<T>, CasError<E>> {
         for _ in 0..MAX_CAS_RETRIES {
-            let found = self
-                .store
-                .get(id, self.now_ms())
-                .await
+            let found = store::opened_found(self.store.get(id, self.now_ms()).await)
                 .map_err(CasError::Read)?;
             let record = match (found, reader) {
                 (Some(r), Reader::Runner) => r,

@@ -125,7 +125,7 @@ impl Engine {
     /// Read a task whoever's it is; a task found ended or gone is
     /// forgotten here.
     async fn lookup_raw(&self, id: &str) -> store::Result<Option<Arc<TaskRecord>>> {
-        let found = self.store.get(id, self.now_ms()).await;
+        let found = store::opened_found(self.store.get(id, self.now_ms()).await);
         self.saw(id, &found);
         found
     }

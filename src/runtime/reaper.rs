@@ -96,7 +96,7 @@ impl Engine {
     /// fail them honestly, or re-run them from their stored request.
     async fn recover_orphans(self: &Arc<Self>) {
         let orphans = match self.store.orphans(self.now_ms(), 64).await {
-            Ok(o) => o,
+            Ok(o) => o.into_iter().map(store::opened).collect::<Vec<_>>(),
             Err(store::Error::Unsupported(_)) => return,
             Err(e) => {
                 warn!(error = %e, "cannot look for orphaned tasks; will retry");

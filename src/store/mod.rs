@@ -320,6 +320,32 @@ impl TaskRecord {
         self.expires_at_ms().is_some_and(|at| at <= now_ms)
     }
 
+    /// What the layer reads instead of a record whose private fields cannot
+    /// be opened: `failed` with `-32603`, its error and status message
+    /// saying `why`, none of its private fields; the same id, owner, era,
+    /// times and version. Never written back.
+    pub(crate) fn unreadable(&self, why: &str) -> TaskRecord {
+        let message = format!("the task's stored data could not be opened: {why}");
+        let mut failed = TaskRecord::new(
+            self.id.clone(),
+            self.era,
+            self.tool_name.clone(),
+            Value::Null,
+            self.created_at_ms,
+            self.ttl_ms,
+        )
+        .with_owner(self.owner.clone());
+        failed.status = TaskStatus::Failed;
+        failed.status_message = Some(message.clone());
+        failed.outcome = Some(TaskOutcome::Error(JsonRpcError::internal(message)));
+        failed.updated_at_ms = self.updated_at_ms;
+        failed.poll_interval_ms = self.poll_interval_ms;
+        failed.version = self.version;
+        failed.round = self.round;
+        failed.cancel_requested = self.cancel_requested;
+        failed
+    }
+
     /// A copy prepared as the next version: `version + 1` and
     /// `updated_at_ms` moved to `now_ms` (never backwards).
     pub fn next_version(&self, now_ms: i64) -> TaskRecord {
@@ -328,6 +354,26 @@ impl TaskRecord {
         next.updated_at_ms = self.updated_at_ms.max(now_ms);
         next
     }
+}
+
+/// `record` as the layer may use it: itself, unless it still holds sealed
+/// fields (a store written through a `SealedStore` read without one), which
+/// reads as [`unreadable`](TaskRecord::unreadable): never as a task without
+/// its arguments or result.
+pub(crate) fn opened(record: Arc<TaskRecord>) -> Arc<TaskRecord> {
+    if record.sealed.is_empty() {
+        return record;
+    }
+    Arc::new(record.unreadable(
+        "its private fields are sealed, and this server has no key ring to open them (wrap the store in a SealedStore)",
+    ))
+}
+
+/// [`opened`] for what a read found.
+pub(crate) fn opened_found(
+    found: Result<Option<Arc<TaskRecord>>>,
+) -> Result<Option<Arc<TaskRecord>>> {
+    found.map(|r| r.map(opened))
 }
 
 /// A pluggable task store. Object-safe, so the layer holds an

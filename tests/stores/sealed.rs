@@ -391,6 +391,36 @@ where
     assert_eq!(stored(&store, &id).await, raw_before);
     drop(missing);
 
+    // Without a SealedStore at all: failed too, never a task without its
+    // arguments (a resume would have run the handler with none).
+    let mut unsealed = Client::new(reopen().await);
+    let body = unsealed.get(&id).await;
+    assert_eq!(body["status"], "failed", "{body}");
+    let msg = body["statusMessage"].as_str().unwrap();
+    assert!(msg.contains("no key ring"), "{msg}");
+    let r = unsealed
+        .svc
+        .clone()
+        .oneshot({
+            let mut req = JsonRpcRequest::new(
+                99,
+                "tasks/update",
+                json!({"taskId": id, "inputResponses": {
+                    "code": {"action": "accept", "content": {"code": "x"}}
+                }, "_meta": meta()}),
+            );
+            req.extensions.insert(TaskOwner::new("alice"));
+            req
+        })
+        .await
+        .unwrap();
+    assert!(
+        r.error_value().is_none(),
+        "an answer to a failed task is acked"
+    );
+    assert_eq!(stored(&store, &id).await, raw_before, "and changes nothing");
+    drop(unsealed);
+
     let mut back = Client::sealed(reopen().await, &[1, 2]);
     assert_eq!(back.get(&id).await, asked);
     back.finish(&id).await;

@@ -33,6 +33,7 @@ impl Engine {
             Ok(task_id) => match self.store.get_ready(task_id, self.now_ms()) {
                 None => return Err(req),
                 Some(found) => {
+                    let found = crate::store::opened_found(found);
                     self.saw(task_id, &found);
                     let owner = self.owner_of(&req);
                     visible(found, owner.as_deref(), era).and_then(|r| get_body(r, era))

@@ -48,6 +48,7 @@ impl Engine {
                 store::Error::Unsupported(_) => JsonRpcError::method_not_found("tasks/list"),
                 e => store_failure(&e),
             })?;
+        let records: Vec<_> = records.into_iter().map(store::opened).collect();
         let more = records.len() > page;
         let shown = &records[..records.len().min(page)];
         let tasks: Vec<Value> = shown.iter().map(|r| wire::legacy::task_value(r)).collect();

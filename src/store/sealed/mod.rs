@@ -8,9 +8,7 @@ use std::sync::Arc;
 
 use tracing::warn;
 
-use super::{BoxFuture, Era, Result, TaskChange, TaskOutcome, TaskRecord, TaskStore};
-use crate::jsonrpc::JsonRpcError;
-use crate::protocol::TaskStatus;
+use super::{BoxFuture, Era, Result, TaskChange, TaskRecord, TaskStore};
 
 pub use keyring::{SealKeyError, SealKeyRing, SEAL_KEY_BYTES};
 
@@ -43,7 +41,9 @@ pub use keyring::{SealKeyError, SealKeyRing, SEAL_KEY_BYTES};
 /// is written back: the stored record is untouched, so putting the missing
 /// key back in the ring makes the task readable again. A record written
 /// before sealing was turned on has no sealed field and reads as it is;
-/// its next write seals it.
+/// its next write seals it. A sealed record read by a layer whose store is
+/// not wrapped in a `SealedStore` reads as failed the same way (no key
+/// ring), never as a task without its arguments or result.
 ///
 /// # Example
 ///
@@ -89,7 +89,7 @@ impl<S: TaskStore> SealedStore<S> {
             Ok(()) => Arc::new(record),
             Err(e) => {
                 warn!(task_id = %record.id, field = %e.field, reason = %e.why, "a sealed task record does not open");
-                Arc::new(unopened(record, &e.field, &e.why))
+                Arc::new(record.unreadable(&format!("sealed field {}: {}", e.field, e.why)))
             }
         }
     }
@@ -97,31 +97,6 @@ impl<S: TaskStore> SealedStore<S> {
     fn open_all(&self, records: Vec<Arc<TaskRecord>>) -> Vec<Arc<TaskRecord>> {
         records.into_iter().map(|r| self.open(r)).collect()
     }
-}
-
-/// What a record that does not open reads as: `failed`, saying why, with
-/// none of its private fields.
-fn unopened(r: TaskRecord, field: &str, why: &str) -> TaskRecord {
-    let message =
-        format!("the task's stored data could not be opened: sealed field {field}: {why}");
-    let mut failed = TaskRecord::new(
-        r.id,
-        r.era,
-        r.tool_name,
-        serde_json::Value::Null,
-        r.created_at_ms,
-        r.ttl_ms,
-    )
-    .with_owner(r.owner);
-    failed.status = TaskStatus::Failed;
-    failed.status_message = Some(message.clone());
-    failed.outcome = Some(TaskOutcome::Error(JsonRpcError::internal(message)));
-    failed.updated_at_ms = r.updated_at_ms;
-    failed.poll_interval_ms = r.poll_interval_ms;
-    failed.version = r.version;
-    failed.round = r.round;
-    failed.cancel_requested = r.cancel_requested;
-    failed
 }
 
 impl<S: TaskStore> TaskStore for SealedStore<S> {
