@@ -393,4 +393,25 @@ mod tests {
             assert_eq!(built, cloned);
         }
     }
+
+    #[test]
+    fn a_handlers_message_is_one_new_version_and_a_rerun_starts_without_it() {
+        let mut r = TaskRecord::new("t", Era::Modern, "tool", json!({"a": 1}), 5, None);
+        r.lease = Some(Lease {
+            holder: "h".into(),
+            fence: 2,
+            until_ms: 50,
+        });
+        let said = with_status_message(&r, "step 1 of 2", 9);
+        assert_eq!(said.status_message.as_deref(), Some("step 1 of 2"));
+        assert_eq!((said.version, said.updated_at_ms), (r.version + 1, 9));
+        assert_eq!(said.lease, r.lease, "the run keeps its lease");
+        let terms = LeaseTerms {
+            holder: "other",
+            until_ms: 99,
+        };
+        let rerun = orphan_rerun(&said, 10, terms);
+        assert_eq!(rerun.status_message, None);
+        assert_eq!(rerun.lease.as_ref().map(|l| l.fence), Some(3));
+    }
 }
