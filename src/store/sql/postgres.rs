@@ -233,14 +233,19 @@ impl PostgresStore {
     /// `LISTEN`ing connection of the pool per store (and its clones).
     fn change_feed(&self) -> Option<broadcast::Receiver<TaskChange>> {
         let runtime = tokio::runtime::Handle::try_current().ok()?;
+        // The first receiver exists before the listener starts: subscribed
+        // after the spawn, it could miss the first `Missed` (sent by another
+        // worker thread once `LISTEN` is up).
+        let mut first = None;
         let tx = self.feed.tx.get_or_init(|| {
-            let (tx, _) = broadcast::channel(FEED_CAPACITY);
+            let (tx, rx) = broadcast::channel(FEED_CAPACITY);
+            first = Some(rx);
             let channel = format!("{}_changes", self.core.table);
             let pool = self.core.reads.clone();
             runtime.spawn(listen(pool, channel, tx.clone(), self.feed.stop.clone()));
             tx
         });
-        Some(tx.subscribe())
+        Some(first.unwrap_or_else(|| tx.subscribe()))
     }
 }
 
