@@ -1,6 +1,8 @@
-# Sourced by the .ci scripts: build and run examples/server.rs.
+# Sourced by the .ci scripts: build and run examples/server.rs (or the
+# example SERVER_EXAMPLE names, built with the features SERVER_FEATURES;
+# defaults: server and axum,stdio).
 #
-#   build_server OUT   cargo build --release --features axum,stdio --example server;
+#   build_server OUT   cargo build --release --features $SERVER_FEATURES --example $SERVER_EXAMPLE;
 #                      sets SERVER_BIN (the log is OUT/build.jsonl)
 #   start_server OUT   starts it on a free loopback port, waits at most
 #                      READY_TIMEOUT_S (default 30) seconds for its
@@ -12,21 +14,23 @@
 # `say` and `die`. CARGO_TARGET_DIR is honoured by cargo as usual.
 
 SERVER_PID=""
+SERVER_EXAMPLE="${SERVER_EXAMPLE:-server}"
+SERVER_FEATURES="${SERVER_FEATURES:-axum,stdio}"
 
 build_server() {
   local out="$1"
   command -v cargo >/dev/null || die "cargo is not installed"
-  say "building examples/server.rs (release)"
-  (cd "$ROOT" && cargo build --release --features axum,stdio --example server \
+  say "building examples/$SERVER_EXAMPLE.rs (release, features $SERVER_FEATURES)"
+  (cd "$ROOT" && cargo build --release --features "$SERVER_FEATURES" --example "$SERVER_EXAMPLE" \
     --message-format=json-render-diagnostics) >"$out/build.jsonl"
   SERVER_BIN="$("$NODE" -e '
     const lines = require("fs").readFileSync(process.argv[1], "utf8").split("\n");
     for (const line of lines) {
       let m;
       try { m = JSON.parse(line); } catch { continue; }
-      if (m.reason === "compiler-artifact" && m.target && m.target.name === "server"
+      if (m.reason === "compiler-artifact" && m.target && m.target.name === process.argv[2]
           && m.target.kind.includes("example") && m.executable) console.log(m.executable);
-    }' "$out/build.jsonl" | tail -n 1)"
+    }' "$out/build.jsonl" "$SERVER_EXAMPLE" | tail -n 1)"
   [[ -x "$SERVER_BIN" ]] || die "cargo did not report the server binary"
 }
 

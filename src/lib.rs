@@ -67,6 +67,7 @@
 //! | `postgres` | `store::PostgresStore`: tasks in PostgreSQL, shared by every replica |
 //! | `stdio` | `StdioTransport`: serve any `Service<JsonRpcRequest>` over newline-delimited JSON-RPC on stdin/stdout |
 //! | `seal` | `store::SealedStore`: tasks' arguments, answers and results encrypted at rest in any store |
+//! | `rmcp` | `RmcpService`: an rmcp (official Rust SDK) `ServerHandler` as the inner service, unchanged |
 //!
 //! # Where things are
 //!
@@ -79,6 +80,7 @@
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod adapter;
 mod advertise;
 pub mod client;
 mod clock;
@@ -113,6 +115,9 @@ pub mod store;
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 pub use self::http::{McpEndpoint, DEFAULT_BODY_LIMIT};
+#[cfg(feature = "rmcp")]
+#[cfg_attr(docsrs, doc(cfg(feature = "rmcp")))]
+pub use adapter::rmcp::RmcpService;
 pub use config::{Recovery, TaskPolicy};
 pub use context::{TaskId, TaskOwner, TaskResumeContext};
 pub use future::ResponseFuture;

@@ -1,0 +1,69 @@
+//! Between this crate's JSON-RPC values and rmcp's typed messages, through
+//! serde: rmcp's own (de)serialization decides what each method's params
+//! and results look like, so the handler sees what rmcp's transports would
+//! give it.
+
+use std::sync::Arc;
+
+use rmcp::model::{ClientRequest, ErrorCode, ErrorData, NumberOrString, ServerResult};
+use serde_json::{Map, Value};
+
+use crate::jsonrpc::{JsonRpcError, JsonRpcResponse, RequestId};
+
+/// rmcp's id for a request id of ours.
+pub(super) fn rmcp_id(id: &RequestId) -> NumberOrString {
+    match id {
+        RequestId::Number(n) => NumberOrString::Number(*n),
+        RequestId::String(s) => NumberOrString::String(Arc::from(s.as_str())),
+    }
+}
+
+/// `method` and `params` as rmcp's `ClientRequest`: an unknown method
+/// becomes its `CustomRequest`, known ones with malformed params `-32602`.
+pub(super) fn client_request(
+    method: String,
+    params: Option<Value>,
+) -> Result<ClientRequest, JsonRpcError> {
+    let mut message = Map::with_capacity(2);
+    message.insert("method".into(), Value::String(method));
+    if let Some(params) = params {
+        message.insert("params".into(), params);
+    }
+    serde_json::from_value(Value::Object(message))
+        .map_err(|e| JsonRpcError::invalid_params(format!("invalid params: {e}")))
+}
+
+/// The handler's answer as our response: the result as rmcp serializes it
+/// (an MRTR `InputRequiredResult` keeps its `resultType: "input_required"`,
+/// which the layer reads), or the error with its code, message and data.
+pub(super) fn response(
+    id: Option<RequestId>,
+    answer: Result<ServerResult, ErrorData>,
+) -> JsonRpcResponse {
+    match answer {
+        Ok(result) => match serde_json::to_value(&result) {
+            Ok(value) => JsonRpcResponse::result(id, value),
+            Err(_) => JsonRpcResponse::error(
+                id,
+                JsonRpcError::internal("the handler's result could not be serialized"),
+            ),
+        },
+        Err(error) => JsonRpcResponse::error(id, json_rpc_error(error)),
+    }
+}
+
+/// rmcp's error as ours.
+pub(super) fn json_rpc_error(error: ErrorData) -> JsonRpcError {
+    let e = JsonRpcError::new(i64::from(error.code.0), error.message.into_owned());
+    match error.data {
+        Some(data) => e.with_data(data),
+        None => e,
+    }
+}
+
+/// Our error as rmcp's (a client's answer to a server→client request).
+pub(super) fn error_data(error: JsonRpcError) -> ErrorData {
+    // Codes outside i32 cannot come from a JSON-RPC peer; keep them internal.
+    let code = i32::try_from(error.code).unwrap_or(ErrorCode::INTERNAL_ERROR.0);
+    ErrorData::new(ErrorCode(code), error.message, error.data)
+}
