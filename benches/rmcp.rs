@@ -19,12 +19,12 @@
 
 #![allow(missing_docs)] // criterion_group! makes an undocumented `pub fn`.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use mcp_task_layer::{
     ClientPeer, JsonRpcError, JsonRpcRequest, JsonRpcResponse, MemoryStore, Peer, RmcpService,
-    TaskLayer, TaskPolicy, TaskStatus, TaskStore,
+    TaskLayer, TaskPolicy,
 };
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::model::{CallToolResult, ContentBlock, ServerCapabilities, ServerConfig};
@@ -33,7 +33,7 @@ use serde_json::Value;
 use tower::{service_fn, Layer, Service, ServiceExt};
 
 mod support;
-use support::{call, inner, now_ms, runtime, task_id_of, timed};
+use support::{call, inner, runtime, time_creations, timed};
 
 const CHUNK: u64 = 256;
 
@@ -171,30 +171,7 @@ fn create_one<S>(
             let store = MemoryStore::new();
             let mut svc = make(store.clone());
             let req = call(1, "work");
-            rt.block_on(async {
-                let mut total = Duration::ZERO;
-                let mut done = 0;
-                while done < iters {
-                    let n = CHUNK.min(iters - done);
-                    let reqs: Vec<_> = (0..n).map(|_| req.clone()).collect();
-                    let start = Instant::now();
-                    let mut last = String::new();
-                    for r in reqs {
-                        last = task_id_of(&svc.ready().await.unwrap().call(r).await.unwrap());
-                    }
-                    // One thread: once the last task is written, all are.
-                    loop {
-                        let r = store.get(&last, now_ms()).await.unwrap().unwrap();
-                        if r.status == TaskStatus::Completed {
-                            break;
-                        }
-                        tokio::task::yield_now().await;
-                    }
-                    total += start.elapsed();
-                    done += n;
-                }
-                total
-            })
+            rt.block_on(time_creations(&mut svc, &store, &req, iters, CHUNK))
         })
     });
 }

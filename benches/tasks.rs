@@ -162,31 +162,7 @@ fn create(c: &mut Criterion) {
                 .with_tool_policy("work", TaskPolicy::Task)
                 .layer(service_fn(inner));
             let req = call(1, "work");
-            rt.block_on(async {
-                let mut total = Duration::ZERO;
-                let mut done = 0;
-                while done < iters {
-                    let n = CHUNK.min(iters - done);
-                    let reqs: Vec<_> = (0..n).map(|_| req.clone()).collect();
-                    let start = Instant::now();
-                    let mut last = String::new();
-                    for r in reqs {
-                        last = task_id_of(&svc.call(r).await.unwrap());
-                    }
-                    // The runners run after the calls on this one thread, in
-                    // order: once the last task is written, all are.
-                    loop {
-                        let r = store.get(&last, now_ms()).await.unwrap().unwrap();
-                        if r.status == TaskStatus::Completed {
-                            break;
-                        }
-                        tokio::task::yield_now().await;
-                    }
-                    total += start.elapsed();
-                    done += n;
-                }
-                total
-            })
+            rt.block_on(time_creations(&mut svc, &store, &req, iters, CHUNK))
         })
     });
     g.bench_function("handler_still_running", |b| {

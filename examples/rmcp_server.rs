@@ -184,8 +184,10 @@ impl Fixtures {
         cancel: CancellationToken,
     ) -> Result<CallToolResult, ErrorData> {
         work(Duration::from_millis(100), &cancel).await?;
+        // The same error, to the byte, as examples/server.rs's (whose
+        // `JsonRpcError::internal` prefixes "Internal error: ").
         Err(ErrorData::internal_error(
-            "protocol_error_job hit a (simulated) protocol failure",
+            "Internal error: protocol_error_job hit a (simulated) protocol failure",
             None,
         ))
     }

@@ -28,6 +28,8 @@ use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 use tower::{Layer, ServiceExt};
 
+mod common;
+
 /// What the tools saw.
 #[derive(Default)]
 struct Seen {
@@ -165,20 +167,9 @@ fn layered(store: impl TaskStore, seen: &Arc<Seen>) -> TaskService<Inner> {
         .layer(RmcpService::new(Tools::new(Arc::clone(seen))))
 }
 
-fn meta() -> Value {
-    json!({
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientInfo": {"name": "test", "version": "1"},
-        "io.modelcontextprotocol/clientCapabilities": {
-            "elicitation": {},
-            "extensions": {"io.modelcontextprotocol/tasks": {}}
-        }
-    })
-}
-
 /// A 2026-07-28 request's answer; panics on an error.
 async fn send(svc: &TaskService<Inner>, method: &str, mut params: Value) -> Value {
-    params["_meta"] = meta();
+    params["_meta"] = common::meta(true);
     let resp = svc
         .clone()
         .oneshot(JsonRpcRequest::new(1, method, params))

@@ -308,3 +308,46 @@ pub fn rss_kib() -> Option<u64> {
         .find_map(|l| l.strip_prefix("VmRSS:"))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
 }
+
+/// Time `iters` calls of `req` (a `tools/call` that becomes a task whose
+/// handler answers at once) on `svc`, in chunks of at most `chunk` (fewer
+/// unfinished tasks than the per-owner cap), each chunk timed until the
+/// runners have written its last task `completed` in `store`.
+pub async fn time_creations<S>(
+    svc: &mut S,
+    store: &mcp_task_layer::MemoryStore,
+    req: &JsonRpcRequest,
+    iters: u64,
+    chunk: u64,
+) -> Duration
+where
+    S: tower::Service<JsonRpcRequest, Response = JsonRpcResponse>,
+    S::Error: std::fmt::Debug,
+{
+    use mcp_task_layer::TaskStore;
+    use tower::ServiceExt;
+
+    let mut total = Duration::ZERO;
+    let mut done = 0;
+    while done < iters {
+        let n = chunk.min(iters - done);
+        let reqs: Vec<_> = (0..n).map(|_| req.clone()).collect();
+        let start = Instant::now();
+        let mut last = String::new();
+        for r in reqs {
+            last = task_id_of(&svc.ready().await.unwrap().call(r).await.unwrap());
+        }
+        // The runners run after the calls on this one thread, in
+        // order: once the last task is written, all are.
+        loop {
+            let r = store.get(&last, now_ms()).await.unwrap().unwrap();
+            if r.status == TaskStatus::Completed {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        total += start.elapsed();
+        done += n;
+    }
+    total
+}
