@@ -32,10 +32,12 @@ use crate::store::BoxFuture;
 /// - `ct`: a child of the task's [`CancellationToken`] when the layer runs
 ///   the call for a task (so `tasks/cancel` reaches it), else a fresh token;
 /// - `extensions`: the layer's and the transport's values, each under its
-///   own type ([`TaskResumeContext`], [`CancellationToken`], [`TaskId`],
-///   [`TaskOwner`], [`TaskHandle`](crate::TaskHandle),
-///   [`Peer`](crate::Peer)), and the whole request extensions as an
-///   `http::Extensions`; rmcp's `Extension<T>` extractor reads them;
+///   own type: [`CancellationToken`] and [`TaskHandle`](crate::TaskHandle)
+///   on every run of a task (or of a call that may become one),
+///   [`TaskResumeContext`] and [`TaskId`] on a resume, [`TaskOwner`], the
+///   transport's [`Peer`](crate::Peer); and the whole request extensions
+///   as an `http::Extensions`. rmcp's `Extensions` extractor reads them
+///   (its `Extension<T>` refuses a call without a `T`);
 /// - `meta`: the request's `_meta`;
 /// - `peer`: a session on the protocol version the call names in `_meta`;
 ///   without one, 2026-07-28 for a task's run (which may then answer
