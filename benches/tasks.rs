@@ -59,7 +59,7 @@ use tower::{service_fn, Layer, Service};
 mod support;
 use support::{
     call, close_gate, completed_record, get, inner, now_ms, open_gate, runtime, status_of,
-    task_id_of, timed, update, XorShift,
+    task_id_of, time_creations, timed, update, XorShift,
 };
 
 const CHUNK: u64 = 256;
