@@ -21,6 +21,7 @@ mod ids;
 mod invoker;
 mod lease;
 mod publish;
+mod queue;
 mod reaper;
 mod registry;
 mod resume;
@@ -29,7 +30,9 @@ mod status;
 mod transition;
 mod watchers;
 mod wire;
+mod worker;
 
 pub(crate) use engine::Engine;
 pub use hub::TaskEvent;
 pub use status::{TaskHandle, MAX_STATUS_MESSAGE_BYTES};
+pub use worker::{DrainReport, TaskWorker};

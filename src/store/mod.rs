@@ -263,6 +263,20 @@ pub struct Lease {
     pub until_ms: i64,
 }
 
+impl Lease {
+    /// The holder of a task queued for a worker
+    /// ([`Execution::Queued`](crate::Execution::Queued)): no replica runs
+    /// it, and its `until_ms` (already past: the time it was queued, less
+    /// one millisecond) orders the queue. A store may index it to answer
+    /// [`TaskStore::runnable`] without a scan.
+    pub const QUEUED: &'static str = "~queued";
+
+    /// Whether the task waits in the queue for a worker.
+    pub fn is_queued(&self) -> bool {
+        self.holder == Self::QUEUED
+    }
+}
+
 impl TaskRecord {
     /// A new `working` record at version 1 (`null` arguments are kept as
     /// none).
@@ -447,6 +461,17 @@ pub trait TaskStore: fmt::Debug + Send + Sync + 'static {
         ))))
     }
 
+    /// At most `limit` `working` records a worker may claim now, oldest
+    /// lease end first: those queued for a worker
+    /// ([`Lease::QUEUED`]) and, in a shared store, those whose runner died.
+    /// By default the [`orphans`](TaskStore::orphans), which include both
+    /// (a queued record's lease has already run out). A store that cannot
+    /// find orphans (it lives in one process) may answer with its queued
+    /// records alone.
+    fn runnable(&self, now_ms: i64, limit: usize) -> BoxFuture<'_, Result<Vec<Arc<TaskRecord>>>> {
+        self.orphans(now_ms, limit)
+    }
+
     /// A feed of the changes written to this store by every replica, for
     /// stores shared between processes that can report them (PostgreSQL's
     /// `LISTEN`/`NOTIFY`); `None` (the default) when they cannot. Called
@@ -507,6 +532,9 @@ impl<T: TaskStore + ?Sized> TaskStore for Arc<T> {
     }
     fn orphans(&self, now_ms: i64, limit: usize) -> BoxFuture<'_, Result<Vec<Arc<TaskRecord>>>> {
         (**self).orphans(now_ms, limit)
+    }
+    fn runnable(&self, now_ms: i64, limit: usize) -> BoxFuture<'_, Result<Vec<Arc<TaskRecord>>>> {
+        (**self).runnable(now_ms, limit)
     }
     fn changes(&self) -> Option<tokio::sync::broadcast::Receiver<TaskChange>> {
         (**self).changes()

@@ -113,6 +113,15 @@ impl Engine for Postgres {
                  OR OLD.lease_until_ms IS NOT DISTINCT FROM NEW.lease_until_ms) \
                  EXECUTE FUNCTION \"{n}_notify\"()",
             ],
+            &[
+                // 5: a task created queued for a worker (its lease ended
+                // before it was made) is announced, so idle workers wake at
+                // once; other inserts stay silent, as before.
+                "DROP TRIGGER IF EXISTS \"{n}_queued\" ON {t}",
+                "CREATE TRIGGER \"{n}_queued\" AFTER INSERT ON {t} FOR EACH ROW \
+                 WHEN (NEW.lease_until_ms < NEW.created_at_ms) \
+                 EXECUTE FUNCTION \"{n}_notify\"()",
+            ],
         ],
         migrations_table: "CREATE TABLE IF NOT EXISTS {m} (
             version bigint PRIMARY KEY,
