@@ -13,6 +13,7 @@
 mod answer;
 mod cas;
 mod detach;
+mod drain;
 mod engine;
 mod errors;
 pub(crate) mod handlers;
@@ -32,7 +33,8 @@ mod watchers;
 mod wire;
 mod worker;
 
+pub use drain::DrainReport;
 pub(crate) use engine::Engine;
 pub use hub::TaskEvent;
 pub use status::{TaskHandle, MAX_STATUS_MESSAGE_BYTES};
-pub use worker::{DrainReport, TaskWorker};
+pub use worker::TaskWorker;

@@ -13,8 +13,8 @@ use tower::ServiceExt;
 use tower_service::Service;
 use tracing::{info, warn, Instrument};
 
+use super::drain::DrainReport;
 use super::engine::Engine;
-use super::queue::HandedBack;
 use super::runner::{HandlerRun, InnerFuture};
 use crate::context::TaskResumeContext;
 use crate::jsonrpc::{JsonRpcRequest, JsonRpcResponse};
@@ -63,33 +63,6 @@ impl<S> fmt::Debug for TaskWorker<S> {
             .field("owner_concurrency", &self.owner_concurrency)
             .field("poll_interval", &self.poll_interval)
             .finish_non_exhaustive()
-    }
-}
-
-/// What a worker's (or a layer's) drain did with the handlers it ran.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct DrainReport {
-    /// Handlers that ended before the deadline (answered, asked for
-    /// input, or stopped for a cancel), or whose task was no longer this
-    /// process's to hand back.
-    pub finished: usize,
-    /// Tasks made runnable again at the deadline, under a new fence
-    /// ([`Recovery::Rerun`](crate::Recovery::Rerun)): another worker starts
-    /// them at once.
-    pub requeued: usize,
-    /// Tasks failed at the deadline with a message that says the server
-    /// shut down ([`Recovery::Fail`](crate::Recovery::Fail)).
-    pub failed: usize,
-}
-
-impl DrainReport {
-    pub(super) fn count(&mut self, handed: HandedBack) {
-        match handed {
-            HandedBack::Requeued => self.requeued += 1,
-            HandedBack::Failed => self.failed += 1,
-            HandedBack::NotHere => self.finished += 1,
-        }
     }
 }
 
