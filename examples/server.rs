@@ -44,6 +44,23 @@
 //! | `test_tool_with_task {}` | task | asks for a name first (plain MRTR), then runs as a task |
 //! | `progress_job {steps}` | task | sets `statusMessage` to "step k of n" every 200 ms, then completes |
 //!
+//! A worker fleet (PostgreSQL or SQLite): `--role front` serves HTTP and
+//! runs no task handler (tasks are queued in the store); `--role worker`
+//! serves nothing, claims queued tasks and runs them (`--concurrency N`,
+//! default 16), and prints `worker ready` once it claims; `--role all`
+//! (the default) runs handlers where calls arrive, as a single server.
+//! SIGTERM or Ctrl-C drains: running handlers get `--drain-secs` (default
+//! 10) to finish, then their tasks are handed back by `--recovery`
+//! (`rerun`: another worker starts them at once; `fail`: failed now).
+//! `--run-log PATH` appends a line per handler run (`TOOL TASK_ID`) and per
+//! handler stopped by its cancellation (`cancelled TASK_ID`), for tests
+//! that count runs across processes.
+//!
+//! ```text
+//! cargo run --release --features axum,postgres --example server -- --role front --store postgres://... --recovery rerun
+//! cargo run --release --features axum,postgres --example server -- --role worker --store postgres://... --recovery rerun
+//! ```
+//!
 //! With `--seal-key-file PATH` (and `--features axum,seal`) the store is
 //! wrapped in a `SealedStore`: arguments, answers and results are encrypted
 //! before they reach it. The file holds lines `KEY_ID:HEX` (an id of
@@ -70,8 +87,8 @@ use axum::http::Extensions;
 use mcp_task_layer::jsonrpc::code;
 use mcp_task_layer::protocol::META_PROTOCOL_VERSION;
 use mcp_task_layer::{
-    CancellationToken, JsonRpcError, JsonRpcRequest, JsonRpcResponse, McpEndpoint, Recovery,
-    TaskHandle, TaskLayer, TaskOwner, TaskPolicy, TaskStore,
+    CancellationToken, Execution, JsonRpcError, JsonRpcRequest, JsonRpcResponse, McpEndpoint,
+    Recovery, TaskHandle, TaskId, TaskLayer, TaskOwner, TaskPolicy, TaskStore,
 };
 use serde_json::{json, Map, Value};
 use tower::ServiceBuilder;
@@ -126,8 +143,26 @@ async fn main() {
         ])
         .with_poll_interval(Duration::from_millis(250))
         .with_lease_ttl(args.lease_ttl)
-        .with_recovery(args.recovery);
-    let service = ServiceBuilder::new().layer(tasks).service_fn(mcp_server);
+        .with_recovery(args.recovery)
+        .with_execution(match args.role {
+            Role::All => Execution::Inline,
+            Role::Front | Role::Worker => Execution::Queued,
+        });
+    if let Some(path) = &args.run_log {
+        open_run_log(path);
+    }
+    if args.role == Role::Worker {
+        let worker = tasks
+            .worker(tower::service_fn(mcp_server))
+            .with_concurrency(args.concurrency);
+        println!("worker ready");
+        let report = worker.run(shutdown_signal(), args.drain).await;
+        eprintln!("worker drained: {report:?}");
+        return;
+    }
+    let service = ServiceBuilder::new()
+        .layer(tasks.clone())
+        .service_fn(mcp_server);
     // Recover what a crash left behind now, not at the first request.
     service.start_background_work();
     if args.stdio {
@@ -147,15 +182,72 @@ async fn main() {
     };
     let port = listener.local_addr().map_or(port, |a| a.port());
     println!("listening on http://127.0.0.1:{port}/mcp");
-    let shutdown = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
     if let Err(e) = axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
+        .with_graceful_shutdown(shutdown_signal())
         .await
     {
         eprintln!("server error: {e}");
         std::process::exit(1);
+    }
+    // In-flight requests have their answers; now the handlers still running.
+    let report = tasks.drain(args.drain).await;
+    eprintln!("drained: {report:?}");
+}
+
+/// Ctrl-C, or SIGTERM (what a deploy sends).
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+                return;
+            }
+            Err(e) => eprintln!("cannot listen for SIGTERM: {e}"),
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
+}
+
+/// `--run-log`: one line per handler run, for tests counting runs across
+/// processes.
+static RUN_LOG: std::sync::OnceLock<std::sync::Mutex<std::fs::File>> = std::sync::OnceLock::new();
+
+fn open_run_log(path: &str) {
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path);
+    match file {
+        Ok(file) => {
+            let _ = RUN_LOG.set(std::sync::Mutex::new(file));
+        }
+        Err(e) => {
+            eprintln!("cannot open the run log {path}: {e}");
+            std::process::exit(1);
+        }
+    }
+}
+
+fn log_run(req: &JsonRpcRequest, tool: &str) {
+    use std::io::Write;
+    let Some(log) = RUN_LOG.get() else { return };
+    let task = req.extensions.get::<TaskId>().map_or_else(
+        || {
+            req.extensions
+                .get::<TaskHandle>()
+                .and_then(TaskHandle::id)
+                .unwrap_or("-")
+                .to_owned()
+        },
+        |t| t.0.clone(),
+    );
+    if let Ok(mut file) = log.lock() {
+        let _ = writeln!(file, "{tool} {task}");
     }
 }
 
@@ -202,8 +294,20 @@ fn sealed(_: std::sync::Arc<dyn TaskStore>, _: &str) -> std::sync::Arc<dyn TaskS
     std::process::exit(2);
 }
 
+/// Where this process runs task handlers (`--role`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Role {
+    All,
+    Front,
+    Worker,
+}
+
 /// The command line.
 struct Args {
+    role: Role,
+    concurrency: usize,
+    drain: Duration,
+    run_log: Option<String>,
     stdio: bool,
     port: u16,
     store: String,
@@ -214,15 +318,23 @@ struct Args {
 
 const USAGE: &str =
     "usage: server [--stdio | --port PORT] [--store memory|sqlite:PATH|postgres://...] \
-                     [--lease-ttl SECONDS] [--recovery fail|rerun] [--seal-key-file PATH]";
+                     [--lease-ttl SECONDS] [--recovery fail|rerun] [--seal-key-file PATH] \
+                     [--role all|front|worker] [--concurrency N] [--drain-secs SECONDS] [--run-log PATH]";
 
 /// `--stdio` (MCP on stdin/stdout, no port), `--port PORT` (default 3001), `--store URL` (default `memory`),
 /// `--lease-ttl SECONDS` (default 30: how long a task whose server died
 /// stays `working` before it is recovered) and `--recovery fail|rerun`
 /// (default `fail`), `--seal-key-file PATH` (seal tasks at rest with the
-/// keys in PATH), each also as `--flag=value`.
+/// keys in PATH), `--role all|front|worker` (default `all`),
+/// `--concurrency N` (a worker's handlers at once, default 16),
+/// `--drain-secs SECONDS` (default 10), `--run-log PATH`, each also as
+/// `--flag=value`.
 fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
     let mut out = Args {
+        role: Role::All,
+        concurrency: 16,
+        drain: Duration::from_secs(10),
+        run_log: None,
         stdio: false,
         port: 3001,
         store: "memory".to_owned(),
@@ -245,6 +357,10 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
             "--lease-ttl",
             "--recovery",
             "--seal-key-file",
+            "--role",
+            "--concurrency",
+            "--drain-secs",
+            "--run-log",
         ]
         .contains(&flag.as_str())
         {
@@ -276,6 +392,29 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
                 };
             }
             "--seal-key-file" => out.seal_key_file = Some(value),
+            "--role" => {
+                out.role = match value.as_str() {
+                    "all" => Role::All,
+                    "front" => Role::Front,
+                    "worker" => Role::Worker,
+                    _ => return Err(format!("invalid role {value:?}: all, front or worker")),
+                };
+            }
+            "--concurrency" => {
+                out.concurrency = value
+                    .parse()
+                    .ok()
+                    .filter(|n| *n > 0)
+                    .ok_or(format!("invalid concurrency {value:?}"))?;
+            }
+            "--drain-secs" => {
+                out.drain = value
+                    .parse::<f64>()
+                    .ok()
+                    .and_then(|s| Duration::try_from_secs_f64(s).ok())
+                    .ok_or(format!("invalid drain deadline {value:?} (seconds)"))?;
+            }
+            "--run-log" => out.run_log = Some(value),
             _ => out.store = value,
         }
     }
@@ -314,7 +453,13 @@ async fn mcp_server(req: JsonRpcRequest) -> Result<JsonRpcResponse, Infallible> 
             "initialize" if !modern => Ok(initialize()),
             "ping" if !modern => Ok(json!({ "resultType": "complete" })),
             "tools/list" => Ok(tools_list()),
-            "tools/call" => call_tool(&req).await,
+            "tools/call" => {
+                let out = call_tool(&req).await;
+                if matches!(&out, Err(e) if e.message.ends_with(": cancelled")) {
+                    log_run(&req, "cancelled");
+                }
+                out
+            }
             method => Err(JsonRpcError::method_not_found(method)),
         },
     };
@@ -476,6 +621,7 @@ async fn call_tool(req: &JsonRpcRequest) -> Result<Value, JsonRpcError> {
         .and_then(|p| p.get("name"))
         .and_then(Value::as_str)
         .ok_or_else(|| JsonRpcError::invalid_params("missing tool name"))?;
+    log_run(req, name);
     let empty = Map::new();
     let args = params
         .and_then(|p| p.get("arguments"))

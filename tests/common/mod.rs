@@ -5,6 +5,10 @@
 pub mod faults;
 pub mod pg;
 #[cfg(feature = "axum")]
+pub mod process;
+#[cfg(feature = "http-client")]
+pub mod remote;
+#[cfg(feature = "axum")]
 pub mod wire;
 
 use std::collections::HashMap;
