@@ -8,7 +8,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::task::JoinSet;
+use tokio::task::{JoinHandle, JoinSet};
 use tower::ServiceExt;
 use tower_service::Service;
 use tracing::{info, warn, Instrument};
@@ -18,7 +18,7 @@ use super::engine::Engine;
 use super::runner::{HandlerRun, InnerFuture};
 use crate::context::TaskResumeContext;
 use crate::jsonrpc::{JsonRpcRequest, JsonRpcResponse};
-use crate::store;
+use crate::store::{self, TaskRecord};
 
 /// Runs queued tasks' handlers: claims runnable tasks from the store with a
 /// lease and a new fence, calls the inner service with the same request,
@@ -129,25 +129,50 @@ where
         let mut runs: JoinSet<()> = JoinSet::new();
         let mut claimed: HashMap<tokio::task::Id, Claimed> = HashMap::new();
         let mut shutdown = std::pin::pin!(shutdown);
+        // One claim round at a time, in the background: runs that end while
+        // it is out are claimed for together by the next one.
+        let mut round: Option<JoinHandle<Vec<Arc<TaskRecord>>>> = None;
+        let mut look = true;
         loop {
-            // Listening before the store is read: a run queued meanwhile
-            // still wakes this loop.
+            // Listening before the round reads the store: a run queued
+            // meanwhile still wakes this loop.
             let wake = engine.hub.queue.notified();
             let mut wake = std::pin::pin!(wake);
             wake.as_mut().enable();
-            self.claim_round(&mut runs, &mut claimed).await;
+            let free = self.concurrency.saturating_sub(claimed.len());
+            if look && round.is_none() && free > 0 {
+                round = Some(tokio::spawn(self.claim_round(free, &claimed)));
+                look = false;
+            }
             tokio::select! {
                 biased;
                 () = &mut shutdown => break,
+                won = async { round.as_mut().expect("a round").await }, if round.is_some() => {
+                    round = None;
+                    let won = won.unwrap_or_default();
+                    // A full round may have left more behind.
+                    look |= won.len() >= free;
+                    for next in won {
+                        self.start_run(&next, &mut runs, &mut claimed);
+                    }
+                }
                 Some(done) = runs.join_next_with_id(), if !runs.is_empty() => {
                     claimed.remove(&done.map_or_else(|e| e.id(), |(id, ())| id));
+                    look = true;
                 }
-                () = &mut wake => {}
-                () = tokio::time::sleep(self.poll_interval) => {}
+                () = &mut wake => look = true,
+                () = tokio::time::sleep(self.poll_interval) => look = true,
             }
         }
         info!(running = claimed.len(), "worker draining");
         let mut report = DrainReport::default();
+        // What a round out at shutdown won is handed back unrun.
+        if let Some(round) = round {
+            for next in round.await.unwrap_or_default() {
+                let fence = next.lease.as_ref().map_or(0, |l| l.fence);
+                report.count(engine.hand_back(&next.id, Some(fence)).await);
+            }
+        }
         let until = tokio::time::Instant::now() + deadline;
         while !runs.is_empty() {
             tokio::select! {
@@ -167,71 +192,110 @@ where
         report
     }
 
-    /// Claim runnable tasks up to the free capacity and start their runs.
-    async fn claim_round(
+    /// A claim round: up to `free` runnable tasks, oldest first, within the
+    /// owners' caps, claimed at once (one round trip for the round, not one
+    /// per task); the ones this worker won.
+    fn claim_round(
         &self,
+        free: usize,
+        claimed: &HashMap<tokio::task::Id, Claimed>,
+    ) -> impl Future<Output = Vec<Arc<TaskRecord>>> + Send + 'static {
+        let engine = Arc::clone(&self.engine);
+        let cap = self.owner_concurrency;
+        let running: Vec<(String, Option<String>)> = claimed
+            .values()
+            .map(|c| (c.task_id.clone(), c.owner.clone()))
+            .collect();
+        async move {
+            let found = match engine
+                .store
+                .runnable(engine.now_ms(), free + CLAIM_SLACK)
+                .await
+            {
+                Ok(found) => found,
+                Err(e) => {
+                    warn!(error = %e, "cannot look for runnable tasks; will retry");
+                    return Vec::new();
+                }
+            };
+            // Workers read the same oldest runs: each takes them from a
+            // random place among them (oldest first, within the window), so
+            // that workers do not all claim the same rows.
+            let mut found = found;
+            if found.len() > free {
+                let mut seed = [0u8; 4];
+                if getrandom::fill(&mut seed).is_ok() {
+                    let start = u32::from_le_bytes(seed) as usize % found.len();
+                    found.rotate_left(start);
+                }
+            }
+            let mut picks: Vec<Arc<TaskRecord>> = Vec::with_capacity(free);
+            for record in found.into_iter().map(store::opened) {
+                if picks.len() >= free {
+                    break;
+                }
+                let taken = running.iter().any(|(id, _)| *id == record.id);
+                if taken || !engine.claimable(&record) {
+                    continue;
+                }
+                if let Some(cap) = cap {
+                    let owners = running.iter().filter(|(_, o)| *o == record.owner).count()
+                        + picks.iter().filter(|p| p.owner == record.owner).count();
+                    if owners >= cap {
+                        continue;
+                    }
+                }
+                picks.push(record);
+            }
+            let mut claims = JoinSet::new();
+            for record in picks {
+                let engine = Arc::clone(&engine);
+                claims.spawn(async move { engine.claim(&record).await });
+            }
+            let mut won = Vec::new();
+            while let Some(claim) = claims.join_next().await {
+                // Another worker won it, or the claim failed: a later round.
+                if let Ok(Some(next)) = claim {
+                    won.push(next);
+                }
+            }
+            won
+        }
+    }
+
+    /// Run a task this worker claimed.
+    fn start_run(
+        &self,
+        next: &TaskRecord,
         runs: &mut JoinSet<()>,
         claimed: &mut HashMap<tokio::task::Id, Claimed>,
     ) {
         let engine = &self.engine;
-        let free = self.concurrency.saturating_sub(claimed.len());
-        if free == 0 {
-            return;
+        let local = engine.registry.rerun(next);
+        let mut request = engine.resume_request(next, &local.token);
+        if next.round == 0 {
+            // A first run is no resume, as inline.
+            request.extensions.remove::<TaskResumeContext>();
         }
-        let found = match engine
-            .store
-            .runnable(engine.now_ms(), free + CLAIM_SLACK)
-            .await
-        {
-            Ok(found) => found,
-            Err(e) => {
-                warn!(error = %e, "cannot look for runnable tasks; will retry");
-                return;
-            }
-        };
-        for record in found.into_iter().map(store::opened) {
-            if claimed.len() >= self.concurrency {
-                break;
-            }
-            if !engine.claimable(&record) || claimed.values().any(|c| c.task_id == record.id) {
-                continue;
-            }
-            if let Some(cap) = self.owner_concurrency {
-                let owners = claimed.values().filter(|c| c.owner == record.owner).count();
-                if owners >= cap {
-                    continue;
-                }
-            }
-            // Another worker won it: on to the next.
-            let Some(next) = engine.claim(&record).await else {
-                continue;
-            };
-            let local = engine.registry.rerun(&next);
-            let mut request = engine.resume_request(&next, &local.token);
-            if next.round == 0 {
-                // A first run is no resume, as inline.
-                request.extensions.remove::<TaskResumeContext>();
-            }
-            let fence = next.lease.as_ref().map_or(0, |l| l.fence);
-            let span = local.span.clone();
-            info!(parent: &span, fence, "task claimed");
-            let fut: InnerFuture<S::Error> = Box::pin(self.inner.clone().oneshot(request));
-            let run = Arc::clone(engine).run(
-                self.inner.clone(),
-                next.id.clone(),
-                local,
-                fut,
-                HandlerRun::fenced(fence),
-            );
-            let handle = runs.spawn(run.instrument(span));
-            claimed.insert(
-                handle.id(),
-                Claimed {
-                    task_id: next.id.clone(),
-                    owner: next.owner.clone(),
-                    fence,
-                },
-            );
-        }
+        let fence = next.lease.as_ref().map_or(0, |l| l.fence);
+        let span = local.span.clone();
+        info!(parent: &span, fence, "task claimed");
+        let fut: InnerFuture<S::Error> = Box::pin(self.inner.clone().oneshot(request));
+        let run = Arc::clone(engine).run(
+            self.inner.clone(),
+            next.id.clone(),
+            local,
+            fut,
+            HandlerRun::fenced(fence),
+        );
+        let handle = runs.spawn(run.instrument(span));
+        claimed.insert(
+            handle.id(),
+            Claimed {
+                task_id: next.id.clone(),
+                owner: next.owner.clone(),
+                fence,
+            },
+        );
     }
 }
