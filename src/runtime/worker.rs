@@ -111,7 +111,9 @@ where
 
     /// How often an idle worker looks for runnable tasks when nothing woke
     /// it (default 1 s): the bound on a claim's delay without a change
-    /// feed, and the only store query an idle worker makes.
+    /// feed, and the only store query an idle worker makes. With a feed
+    /// (PostgreSQL) queued runs wake the worker at once, and it looks
+    /// unwoken only every third of the lease TTL, for orphans.
     #[must_use]
     pub fn with_poll_interval(mut self, every: Duration) -> Self {
         self.poll_interval = every.max(Duration::from_millis(1));
@@ -161,7 +163,7 @@ where
                     look = true;
                 }
                 () = &mut wake => look = true,
-                () = tokio::time::sleep(self.poll_interval) => look = true,
+                () = tokio::time::sleep(self.idle_poll()) => look = true,
             }
         }
         info!(running = claimed.len(), "worker draining");
@@ -190,6 +192,23 @@ where
         runs.shutdown().await;
         info!(?report, "worker drained");
         report
+    }
+
+    /// How long an idle worker waits before it looks again unwoken: the
+    /// poll interval, or with a change feed (which wakes it for every
+    /// queued run) a heartbeat period, which only orphans need (a lease
+    /// that runs out announces nothing).
+    fn idle_poll(&self) -> Duration {
+        if self
+            .engine
+            .hub
+            .has_feed
+            .load(std::sync::atomic::Ordering::Acquire)
+        {
+            self.poll_interval.max(self.engine.cfg.heartbeat_period())
+        } else {
+            self.poll_interval
+        }
     }
 
     /// A claim round: up to `free` runnable tasks, oldest first, within the

@@ -413,6 +413,11 @@ impl Engine {
         let until = tokio::time::Instant::now() + within;
         loop {
             let found = self.store.get(id, self.now_ms()).await;
+            if tokio::time::Instant::now() >= until {
+                // A read that ends past the window (a busy store) answers
+                // with the task, as a handler ending late would.
+                return None;
+            }
             if let Ok(Some(record)) = crate::store::opened_found(found) {
                 match (record.status, &record.outcome) {
                     (TaskStatus::Completed | TaskStatus::Failed, Some(TaskOutcome::Result(r))) => {
