@@ -3,7 +3,10 @@
 
 #[cfg(feature = "postgres")]
 pub mod faults;
+#[cfg(feature = "postgres")]
 pub mod pg;
+#[cfg(feature = "redis")]
+pub mod redis_db;
 #[cfg(feature = "axum")]
 pub mod wire;
 
