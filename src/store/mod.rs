@@ -469,10 +469,10 @@ pub trait TaskStore: fmt::Debug + Send + Sync + 'static {
 
     /// A feed of the changes written to this store by every replica, for
     /// stores shared between processes that can report them (PostgreSQL's
-    /// `LISTEN`/`NOTIFY`); `None` (the default) when they cannot. Called
-    /// from inside a tokio runtime, once per layer. A receiver that lags
-    /// behind should act as on [`TaskChange::Missed`]. Optional: the lease
-    /// heartbeat reaches the same state, only later.
+    /// `LISTEN`/`NOTIFY`, Redis pub/sub); `None` (the default) when they
+    /// cannot. Called from inside a tokio runtime, once per layer. A
+    /// receiver that lags behind should act as on [`TaskChange::Missed`].
+    /// Optional: the lease heartbeat reaches the same state, only later.
     fn changes(&self) -> Option<tokio::sync::broadcast::Receiver<TaskChange>> {
         None
     }
