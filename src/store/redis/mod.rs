@@ -190,48 +190,22 @@ impl RedisStore {
         }
     }
 
-    async fn create_record(&self, record: &TaskRecord) -> Result<()> {
+    /// Run a write script (`create` or `replace`) on `record`: its
+    /// number.
+    async fn write(
+        &self,
+        script: &redis::Script,
+        record: &TaskRecord,
+        expected_version: Option<u64>,
+    ) -> Result<i64> {
         let (k, f) = (&self.inner.keys, Fields::of(record)?);
-        let list = k.list(record.owner.as_deref(), record.era);
-        let created: i64 = self
-            .inner
-            .scripts
-            .create
+        script
             .key(k.task(&record.id))
             .key(&k.expiry)
             .key(&k.leases)
-            .key(list)
+            .key(k.list(record.owner.as_deref(), record.era))
             .arg(&record.id)
-            .arg(f.version)
-            .arg(f.record)
-            .arg(f.expires)
-            .arg(f.lease)
-            .arg(f.status)
-            .arg(f.updated)
-            .arg(f.member)
-            .arg(f.key_ttl)
-            .invoke_async(&mut self.conn()?)
-            .await
-            .map_err(backend)?;
-        match created {
-            0 => Err(Error::AlreadyExists),
-            _ => Ok(()),
-        }
-    }
-
-    async fn replace_record(&self, record: &TaskRecord, expected_version: u64) -> Result<()> {
-        let (k, f) = (&self.inner.keys, Fields::of(record)?);
-        let list = k.list(record.owner.as_deref(), record.era);
-        let outcome: i64 = self
-            .inner
-            .scripts
-            .replace
-            .key(k.task(&record.id))
-            .key(&k.expiry)
-            .key(&k.leases)
-            .key(list)
-            .arg(&record.id)
-            .arg(expected_version.to_string())
+            .arg(expected_version.map(|v| v.to_string()).unwrap_or_default())
             .arg(f.version)
             .arg(f.record)
             .arg(f.expires)
@@ -243,8 +217,22 @@ impl RedisStore {
             .arg(&k.channel)
             .invoke_async(&mut self.conn()?)
             .await
-            .map_err(backend)?;
-        match outcome {
+            .map_err(backend)
+    }
+
+    async fn create_record(&self, record: &TaskRecord) -> Result<()> {
+        match self.write(&self.inner.scripts.create, record, None).await? {
+            0 => Err(Error::AlreadyExists),
+            _ => Ok(()),
+        }
+    }
+
+    async fn replace_record(&self, record: &TaskRecord, expected_version: u64) -> Result<()> {
+        let scripts = &self.inner.scripts;
+        match self
+            .write(&scripts.replace, record, Some(expected_version))
+            .await?
+        {
             0 => Err(Error::NotFound),
             1 => Err(Error::Conflict),
             _ => Ok(()),

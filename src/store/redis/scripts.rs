@@ -10,23 +10,24 @@
 
 use redis::Script;
 
-/// `create`. KEYS: task, expiry, leases, list. ARGV: id, version, record,
-/// exp, lease, status, updated, list member, key TTL in ms (or empty).
-/// 1 if created, 0 if the id exists.
+/// The write scripts' arguments. KEYS: task, expiry, leases, list. ARGV:
+/// id, expected version (empty for `create`), version, record, exp, lease,
+/// status, updated, list member, key TTL in ms (or empty), channel.
+///
+/// `create`: 1 if created, 0 if the id exists.
 const CREATE: &str = r"
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-redis.call('HSET', KEYS[1], 'v', ARGV[2], 'rec', ARGV[3], 'exp', ARGV[4], 'lease', ARGV[5],
-    'st', ARGV[6], 'upd', ARGV[7], 'lk', KEYS[4], 'lm', ARGV[8])
-if ARGV[4] ~= '' then redis.call('ZADD', KEYS[2], ARGV[4], ARGV[1]) end
-if ARGV[5] ~= '' then redis.call('ZADD', KEYS[3], ARGV[5], ARGV[1]) end
-redis.call('ZADD', KEYS[4], 0, ARGV[8])
-if ARGV[9] ~= '' then redis.call('PEXPIRE', KEYS[1], ARGV[9]) end
+redis.call('HSET', KEYS[1], 'v', ARGV[3], 'rec', ARGV[4], 'exp', ARGV[5], 'lease', ARGV[6],
+    'st', ARGV[7], 'upd', ARGV[8], 'lk', KEYS[4], 'lm', ARGV[9])
+if ARGV[5] ~= '' then redis.call('ZADD', KEYS[2], ARGV[5], ARGV[1]) end
+if ARGV[6] ~= '' then redis.call('ZADD', KEYS[3], ARGV[6], ARGV[1]) end
+redis.call('ZADD', KEYS[4], 0, ARGV[9])
+if ARGV[10] ~= '' then redis.call('PEXPIRE', KEYS[1], ARGV[10]) end
 return 1
 ";
 
-/// `replace`. KEYS: task, expiry, leases, list. ARGV: id, expected
-/// version, then as `CREATE` from the version on, then the channel.
-/// 0: no such task; 1: another version; 2: replaced.
+/// `replace`, with `CREATE`'s arguments. 0: no such task; 1: another
+/// version; 2: replaced.
 ///
 /// Announced on the channel as `<version> <status> <id>`: every write a
 /// client can see; not a lease renewal (a write that moves the lease and
