@@ -323,7 +323,9 @@ async fn a_redis_restart_loses_no_task_and_the_feed_says_missed() {
 
 /// A layer over Redis keeps serving through a Redis restart, without a
 /// restart of its own: a task waiting for input before it is answered
-/// after it, and completes.
+/// after it, and completes. The server stays down for 4 s, longer than the
+/// client's reconnection attempts last (about 3.5 s), and `tasks/get`
+/// answers an error meanwhile, never a wrong state.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_layer_over_redis_carries_on_after_a_redis_restart() {
     use super::common::{accept, ok, Client};
@@ -337,6 +339,12 @@ async fn a_layer_over_redis_carries_on_after_a_redis_restart() {
     let id = c.start("ask", json!({})).await;
     let asked = c.wait_for(&id, TaskStatus::InputRequired).await;
     server.kill();
+    let down = Instant::now();
+    while down.elapsed() < Duration::from_secs(4) {
+        let e = super::common::err(&c.get(&id).await).code;
+        assert_eq!(e, -32603, "a store failure, while the server is down");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     server.resume();
     until_answering(&store, &id).await;
     assert_eq!(c.get_ok(&id).await, asked, "read back as before");
