@@ -129,7 +129,7 @@ impl RedisStore {
     /// `allow_eviction=` in the URL override them.
     pub async fn connect_with(url: &str, options: RedisOptions) -> Result<Self> {
         let (options, url) = options
-            .from_url(url)
+            .with_url_options(url)
             .map_err(|e| Error::Backend(e.into()))?;
         let client = redis::Client::open(url.as_str()).map_err(backend)?;
         let config = ConnectionManagerConfig::new()

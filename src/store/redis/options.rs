@@ -68,7 +68,7 @@ impl RedisOptions {
 
     /// Take this crate's options (`prefix`, `allow_eviction`) out of a
     /// URL's query; the rest of the URL is the client's.
-    pub(crate) fn from_url(mut self, url: &str) -> Result<(Self, String), String> {
+    pub(crate) fn with_url_options(mut self, url: &str) -> Result<(Self, String), String> {
         let Some((base, query)) = url.split_once('?') else {
             return Ok((self, url.to_owned()));
         };
@@ -120,15 +120,15 @@ mod tests {
     #[test]
     fn url_options_are_taken_out() {
         let (o, url) = RedisOptions::new()
-            .from_url("redis://h:1/2?prefix=a:b&protocol=resp3&allow_eviction=true")
+            .with_url_options("redis://h:1/2?prefix=a:b&protocol=resp3&allow_eviction=true")
             .unwrap();
         assert_eq!((o.prefix(), o.allow_eviction), ("a:b", true));
         assert_eq!(url, "redis://h:1/2?protocol=resp3");
-        let (o, url) = RedisOptions::new().from_url("redis://h/").unwrap();
+        let (o, url) = RedisOptions::new().with_url_options("redis://h/").unwrap();
         assert_eq!((o.prefix(), url.as_str()), (DEFAULT_PREFIX, "redis://h/"));
         for bad in ["?prefix=", "?prefix=a{b}", "?allow_eviction=maybe"] {
             assert!(RedisOptions::new()
-                .from_url(&format!("redis://h/{bad}"))
+                .with_url_options(&format!("redis://h/{bad}"))
                 .is_err());
         }
     }
