@@ -12,22 +12,11 @@ use mcp_task_layer::store::{RedisOptions, RedisStore};
 /// The shared test server, or `None` (after a note) when not configured
 /// outside CI.
 pub fn url() -> Option<String> {
-    match std::env::var("MCP_TASKS_REDIS_URL") {
-        Ok(url) if !url.trim().is_empty() => Some(url),
-        _ => {
-            let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
-            assert!(
-                !ci,
-                "CI=true but MCP_TASKS_REDIS_URL is not set: .ci/run must start \
-                 Redis (source .ci/redis.sh; mcp_redis_start)"
-            );
-            eprintln!(
-                "note: skipping a Redis test: MCP_TASKS_REDIS_URL is not set \
-                 (bash .ci/redis.sh start prints one)"
-            );
-            None
-        }
-    }
+    super::server_url(
+        "MCP_TASKS_REDIS_URL",
+        "Redis",
+        "source .ci/redis.sh; mcp_redis_start",
+    )
 }
 
 /// Fresh, unique key prefixes for one test, their keys deleted when it
@@ -111,8 +100,7 @@ impl Private {
             .output()
             .is_err()
         {
-            let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
-            assert!(!ci, "CI=true but redis-server is not installed");
+            assert!(!super::ci(), "CI=true but redis-server is not installed");
             eprintln!("note: skipping a Redis restart test: no redis-server");
             return None;
         }
