@@ -19,8 +19,10 @@
 //! (for example `RUST_LOG=mcp_task_layer=info`) for logs on stderr.
 //!
 //! Tasks live in memory unless `--store` names a durable store:
-//! `--store sqlite:tasks.db` (with `--features axum,sqlite`) or
-//! `--store postgres://user@host/db` (`--features axum,postgres`). A task
+//! `--store sqlite:tasks.db` (with `--features axum,sqlite`),
+//! `--store postgres://user@host/db` (`--features axum,postgres`) or
+//! `--store redis://HOST:PORT/DB` (`--features axum,redis`; `?prefix=NAME`
+//! to share one database). A task
 //! whose server died while it was `working` is recovered once its lease
 //! (`--lease-ttl SECONDS`, default 30) has run out: failed, or re-run with
 //! `--recovery rerun`. Tasks waiting for input, and finished ones, read back
@@ -112,7 +114,8 @@ async fn main() {
         }
     };
     let (port, store_url) = (args.port, args.store);
-    // `sqlite:` needs `--features sqlite`, `postgres://` `--features postgres`.
+    // `sqlite:` needs `--features sqlite`, `postgres://` `--features postgres`,
+    // `redis://` `--features redis`.
     let store = match mcp_task_layer::store::connect(&store_url).await {
         Ok(store) => store,
         Err(e) => {
@@ -317,7 +320,7 @@ struct Args {
 }
 
 const USAGE: &str =
-    "usage: server [--stdio | --port PORT] [--store memory|sqlite:PATH|postgres://...] \
+    "usage: server [--stdio | --port PORT] [--store memory|sqlite:PATH|postgres://...|redis://...] \
                      [--lease-ttl SECONDS] [--recovery fail|rerun] [--seal-key-file PATH] \
                      [--role all|front|worker] [--concurrency N] [--drain-secs SECONDS] [--run-log PATH]";
 

@@ -1,6 +1,7 @@
-//! The example server on a SQLite file is killed with SIGKILL while it has
-//! tasks `working`, `input_required` and `completed`, and started again on
-//! the same file: every task reads back as before, the one that was running
+//! The example server on a SQLite file (and, with the `redis` feature, on
+//! Redis: `--store redis://…`) is killed with SIGKILL while it has tasks
+//! `working`, `input_required` and `completed`, and started again on the
+//! same store: every task reads back as before, the one that was running
 //! is recovered by the server's policy once its lease runs out, and the one
 //! waiting for input completes when answered (issue 5).
 //!
@@ -33,7 +34,12 @@ fn server_binary() -> PathBuf {
     if !bin.exists() {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let mut cmd = Command::new(cargo);
-        cmd.args(["build", "--example", "server", "--features", "axum,sqlite"])
+        let features = if cfg!(feature = "redis") {
+            "axum,sqlite,redis"
+        } else {
+            "axum,sqlite"
+        };
+        cmd.args(["build", "--example", "server", "--features", features])
             .current_dir(env!("CARGO_MANIFEST_DIR"));
         if profile_dir.file_name().is_some_and(|p| p == "release") {
             cmd.arg("--release");
@@ -51,10 +57,10 @@ struct Server {
 }
 
 impl Server {
-    fn start(db: &Path, extra: &[&str]) -> Server {
+    /// On the store `--store store` names.
+    fn start(store: &str, extra: &[&str]) -> Server {
         let mut child = Command::new(server_binary())
-            .args(["--port", "0", "--lease-ttl", "1", "--store"])
-            .arg(format!("sqlite:{}", db.display()))
+            .args(["--port", "0", "--lease-ttl", "1", "--store", store])
             .args(extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -149,8 +155,8 @@ impl Client {
 }
 
 /// Three tasks in three states, then SIGKILL; their bodies before the kill.
-async fn three_tasks_then_kill(db: &Path, seconds: f64, extra: &[&str]) -> [(String, Value); 3] {
-    let server = Server::start(db, extra);
+async fn three_tasks_then_kill(store: &str, seconds: f64, extra: &[&str]) -> [(String, Value); 3] {
+    let server = Server::start(store, extra);
     let mut c = server.client();
     let running = c
         .start(
@@ -198,14 +204,13 @@ async fn confirm(c: &mut Client, id: &str, asked: &Value) {
     assert!(resp.result_value().is_some(), "tasks/update: {resp:?}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sigkill_then_restart_fails_the_running_task_and_keeps_the_others() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("tasks.db");
+/// The running task fails (the default recovery) once its lease has run
+/// out; the others read back as before, and the waiting one completes.
+async fn fails_the_running_task_and_keeps_the_others(store: &str) {
     let [(running, _), (asking, asking_body), (done, done_body)] =
-        three_tasks_then_kill(&db, 600.0, &[]).await;
+        three_tasks_then_kill(store, 600.0, &[]).await;
 
-    let server = Server::start(&db, &[]);
+    let server = Server::start(store, &[]);
     let mut c = server.client();
     assert_eq!(
         c.get(&done).await,
@@ -235,15 +240,13 @@ async fn sigkill_then_restart_fails_the_running_task_and_keeps_the_others() {
     server.kill();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sigkill_then_restart_with_rerun_finishes_the_running_task() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("tasks.db");
+/// `--recovery rerun`: the running task runs again from its stored request.
+async fn rerun_finishes_the_running_task(store: &str) {
     let rerun = ["--recovery", "rerun"];
     let [(running, _), (asking, asking_body), (done, done_body)] =
-        three_tasks_then_kill(&db, 2.0, &rerun).await;
+        three_tasks_then_kill(store, 2.0, &rerun).await;
 
-    let server = Server::start(&db, &rerun);
+    let server = Server::start(store, &rerun);
     let mut c = server.client();
     assert_eq!(c.get(&done).await, done_body);
     assert_eq!(c.get(&asking).await, asking_body);
@@ -255,4 +258,49 @@ async fn sigkill_then_restart_with_rerun_finishes_the_running_task() {
     confirm(&mut c, &asking, &asking_body).await;
     c.wait_for(&asking, "completed").await;
     server.kill();
+}
+
+fn sqlite_url(dir: &tempfile::TempDir) -> String {
+    format!("sqlite:{}", dir.path().join("tasks.db").display())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_then_restart_fails_the_running_task_and_keeps_the_others() {
+    let dir = tempfile::tempdir().unwrap();
+    fails_the_running_task_and_keeps_the_others(&sqlite_url(&dir)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_then_restart_with_rerun_finishes_the_running_task() {
+    let dir = tempfile::tempdir().unwrap();
+    rerun_finishes_the_running_task(&sqlite_url(&dir)).await;
+}
+
+/// `--store redis://…?prefix=…`: the shared test server, a prefix of the
+/// test's own.
+#[cfg(feature = "redis")]
+mod redis {
+    use super::common::redis_db::{url, Prefixes};
+    use super::*;
+
+    fn store(prefixes: &Prefixes) -> String {
+        let sep = if prefixes.url.contains('?') { '&' } else { '?' };
+        format!("{}{sep}prefix={}", prefixes.url, prefixes.next())
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn redis_sigkill_then_restart_fails_the_running_task_and_keeps_the_others() {
+        let Some(url) = url() else { return };
+        let prefixes = Prefixes::new(&url, "crash");
+        fails_the_running_task_and_keeps_the_others(&store(&prefixes)).await;
+        prefixes.drop_all().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn redis_sigkill_then_restart_with_rerun_finishes_the_running_task() {
+        let Some(url) = url() else { return };
+        let prefixes = Prefixes::new(&url, "crashrerun");
+        rerun_finishes_the_running_task(&store(&prefixes)).await;
+        prefixes.drop_all().await;
+    }
 }

@@ -1,7 +1,7 @@
 //! A worker fleet in processes of its own (issue #18): one front
 //! (`--role front`) and two workers (`--role worker`) of the example
-//! server over one store, PostgreSQL (with its change feed) or one SQLite
-//! file (polling), and what SIGTERM and SIGKILL of a worker do.
+//! server over one store, PostgreSQL or Redis (with their change feeds)
+//! or one SQLite file (polling), and what SIGTERM and SIGKILL of a worker do.
 //!
 //! Handler runs are counted across processes in each process's
 //! `--run-log` (a line `TOOL TASK_ID` per run, `cancelled TASK_ID` per
@@ -12,7 +12,8 @@
     feature = "axum",
     feature = "http-client",
     feature = "sqlite",
-    feature = "postgres"
+    feature = "postgres",
+    feature = "redis"
 ))]
 
 mod common;
@@ -25,7 +26,7 @@ use common::process::Process;
 use common::remote::Remote;
 use serde_json::json;
 
-const FEATURES: &str = "axum,http-client,sqlite,postgres";
+const FEATURES: &str = "axum,http-client,sqlite,postgres,redis";
 
 /// How every process of a fleet is started.
 struct Fleet<'a> {
@@ -234,6 +235,34 @@ async fn a_front_and_two_workers_on_postgres() {
         return;
     };
     fleet(&store).await;
+}
+
+/// Under a key prefix of its own on the test Redis (`MCP_TASKS_REDIS_URL`),
+/// or `None` without one.
+fn redis_prefix(test: &str) -> Option<String> {
+    let url = common::redis_db::url()?;
+    let sep = if url.contains('?') { '&' } else { '?' };
+    Some(format!(
+        "{url}{sep}prefix=fleet_{test}_{}",
+        std::process::id()
+    ))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_front_and_two_workers_on_redis() {
+    let Some(store) = redis_prefix("main") else {
+        return;
+    };
+    fleet(&store).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_of_a_worker_hands_its_task_over_on_redis() {
+    let Some(store) = redis_prefix("term") else {
+        return;
+    };
+    sigterm(&store, "rerun").await;
+    sigterm(&store, "fail").await;
 }
 
 /// SIGTERM of the worker running a long task: with `rerun` the other

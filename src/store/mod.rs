@@ -66,11 +66,16 @@ use crate::protocol::{InputRequest, InputResponses, TaskStatus};
 pub mod conformance;
 mod connect;
 mod memory;
+#[cfg(feature = "redis")]
+mod redis;
 #[cfg(feature = "seal")]
 mod sealed;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod sql;
 
+#[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+pub use self::redis::{InvalidPrefix, RedisOptions, RedisStore, DEFAULT_PREFIX};
 pub use connect::connect;
 pub use memory::MemoryStore;
 #[cfg(feature = "seal")]
@@ -104,6 +109,21 @@ pub enum TaskChange {
     /// Changes may have been lost (the store's notification connection
     /// dropped, say): re-read whatever is being watched.
     Missed,
+}
+
+/// A change as the stores that announce them write it,
+/// `"<version> <status> <id>"` (PostgreSQL's trigger, Redis's scripts).
+#[cfg(any(feature = "postgres", feature = "redis"))]
+pub(crate) fn parse_change(payload: &str) -> Option<TaskChange> {
+    let mut parts = payload.splitn(3, ' ');
+    let version = parts.next()?.parse().ok()?;
+    let status = TaskStatus::from_wire(parts.next()?)?;
+    let id = parts.next()?.to_owned();
+    Some(TaskChange::Updated {
+        id,
+        version,
+        status,
+    })
 }
 
 /// A boxed, `Send` future: what the object-safe [`TaskStore`] methods return.
@@ -474,10 +494,10 @@ pub trait TaskStore: fmt::Debug + Send + Sync + 'static {
 
     /// A feed of the changes written to this store by every replica, for
     /// stores shared between processes that can report them (PostgreSQL's
-    /// `LISTEN`/`NOTIFY`); `None` (the default) when they cannot. Called
-    /// from inside a tokio runtime, once per layer. A receiver that lags
-    /// behind should act as on [`TaskChange::Missed`]. Optional: the lease
-    /// heartbeat reaches the same state, only later.
+    /// `LISTEN`/`NOTIFY`, Redis pub/sub); `None` (the default) when they
+    /// cannot. Called from inside a tokio runtime, once per layer. A
+    /// receiver that lags behind should act as on [`TaskChange::Missed`].
+    /// Optional: the lease heartbeat reaches the same state, only later.
     fn changes(&self) -> Option<tokio::sync::broadcast::Receiver<TaskChange>> {
         None
     }

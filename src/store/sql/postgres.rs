@@ -14,8 +14,7 @@ use sqlx::{Connection, Postgres};
 use super::core::SqlCore;
 use super::dialect::{Dialect, Engine};
 use super::options::SqlOptions;
-use crate::protocol::TaskStatus;
-use crate::store::{BoxFuture, Error, Result, TaskChange};
+use crate::store::{parse_change, BoxFuture, Error, Result, TaskChange};
 
 /// Default pool size.
 const CONNECTIONS: u32 = 10;
@@ -319,19 +318,6 @@ async fn listen(
             }
         }
     }
-}
-
-/// `"<version> <status> <id>"`, as the trigger of migration 3 writes it.
-fn parse_change(payload: &str) -> Option<TaskChange> {
-    let mut parts = payload.splitn(3, ' ');
-    let version = parts.next()?.parse().ok()?;
-    let status = TaskStatus::from_wire(parts.next()?)?;
-    let id = parts.next()?.to_owned();
-    Some(TaskChange::Updated {
-        id,
-        version,
-        status,
-    })
 }
 
 sql_task_store!(PostgresStore);
