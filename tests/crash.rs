@@ -12,145 +12,38 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
-use mcp_task_layer::client::HttpTransport;
-use mcp_task_layer::{JsonRpcRequest, JsonRpcResponse};
+use common::process::Process;
+use common::remote::Remote;
 use serde_json::{json, Value};
-use tower::ServiceExt;
 
-/// The example server binary, built with this test's features if missing.
-fn server_binary() -> PathBuf {
-    // target/<profile>/deps/crash-<hash> → target/<profile>/examples/server
-    let exe = std::env::current_exe().expect("test executable");
-    let profile_dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("target/<profile>");
-    let bin = profile_dir.join("examples").join("server");
-    if !bin.exists() {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let mut cmd = Command::new(cargo);
-        let features = if cfg!(feature = "redis") {
-            "axum,sqlite,redis"
-        } else {
-            "axum,sqlite"
-        };
-        cmd.args(["build", "--example", "server", "--features", features])
-            .current_dir(env!("CARGO_MANIFEST_DIR"));
-        if profile_dir.file_name().is_some_and(|p| p == "release") {
-            cmd.arg("--release");
-        }
-        let status = cmd.status().expect("cargo build --example server");
-        assert!(status.success(), "building the example server failed");
-    }
-    bin
-}
+/// The example server's features this test needs.
+const FEATURES: &str = if cfg!(feature = "redis") {
+    "axum,sqlite,redis"
+} else {
+    "axum,sqlite"
+};
 
-/// A running example server; SIGKILLed when dropped.
-struct Server {
-    child: Child,
-    url: String,
-}
+/// A running example server on the store `--store store` names, with a
+/// 1 s lease; SIGKILLed when dropped.
+struct Server(Process);
 
 impl Server {
-    /// On the store `--store store` names.
     fn start(store: &str, extra: &[&str]) -> Server {
-        let mut child = Command::new(server_binary())
-            .args(["--port", "0", "--lease-ttl", "1", "--store", store])
-            .args(extra)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start the example server");
-        let stdout = child.stdout.take().expect("stdout");
-        let mut line = String::new();
-        BufReader::new(stdout)
-            .read_line(&mut line)
-            .expect("the server's first line");
-        let url = line
-            .trim()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-            .to_owned();
-        Server { child, url }
+        let args: Vec<String> = ["--port", "0", "--lease-ttl", "1", "--store", store]
+            .iter()
+            .chain(extra)
+            .map(|s| (*s).to_owned())
+            .collect();
+        Server(Process::start(FEATURES, &args))
     }
 
     /// SIGKILL: no shutdown code runs.
-    fn kill(mut self) {
-        self.child.kill().expect("SIGKILL");
-        self.child.wait().expect("reap the server");
+    fn kill(self) {
+        self.0.kill();
     }
 
-    fn client(&self) -> Client {
-        Client {
-            http: HttpTransport::new(&self.url)
-                .expect("url")
-                .with_bearer("alice")
-                .expect("token"),
-            next: 0,
-        }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-struct Client {
-    http: HttpTransport,
-    next: i64,
-}
-
-impl Client {
-    async fn send(&mut self, method: &str, mut params: Value) -> JsonRpcResponse {
-        self.next += 1;
-        params["_meta"] = common::meta(true);
-        let req = JsonRpcRequest::new(self.next, method, params);
-        self.http
-            .clone()
-            .oneshot(req)
-            .await
-            .unwrap_or_else(|e| panic!("{method}: {e}"))
-    }
-
-    async fn start(&mut self, tool: &str, arguments: Value) -> String {
-        let resp = self
-            .send("tools/call", json!({"name": tool, "arguments": arguments}))
-            .await;
-        let result = resp.result_value().expect("tools/call result");
-        assert_eq!(result["resultType"], "task", "{tool} became a task");
-        result["taskId"].as_str().expect("taskId").to_owned()
-    }
-
-    async fn get(&mut self, id: &str) -> Value {
-        let resp = self.send("tasks/get", json!({"taskId": id})).await;
-        resp.result_value()
-            .unwrap_or_else(|| panic!("tasks/get {id}: {resp:?}"))
-            .clone()
-    }
-
-    /// Poll (real time: the server is another process) until `id` is in
-    /// `status`, for at most 30 s.
-    async fn wait_for(&mut self, id: &str, status: &str) -> Value {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let body = self.get(id).await;
-            if body["status"] == status {
-                return body;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "task {id} never reached {status}: {body}"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+    fn client(&self) -> Remote {
+        Remote::new(self.0.url())
     }
 }
 
@@ -182,26 +75,11 @@ async fn three_tasks_then_kill(store: &str, seconds: f64, extra: &[&str]) -> [(S
     ]
 }
 
-/// The answer `confirm_delete` asks for.
-async fn confirm(c: &mut Client, id: &str, asked: &Value) {
-    let keys: Vec<&String> = asked["inputRequests"]
-        .as_object()
-        .expect("inputRequests")
-        .keys()
-        .collect();
-    assert_eq!(keys.len(), 1, "one question: {asked}");
-    let resp = c
-        .send(
-            "tasks/update",
-            json!({
-                "taskId": id,
-                "inputResponses": {
-                    keys[0].as_str(): {"action": "accept", "content": {"confirm": true}}
-                }
-            }),
-        )
-        .await;
-    assert!(resp.result_value().is_some(), "tasks/update: {resp:?}");
+/// The answer `confirm_delete` asks for: one question.
+async fn confirm(c: &mut Remote, id: &str, asked: &Value) {
+    let questions = asked["inputRequests"].as_object().expect("inputRequests");
+    assert_eq!(questions.len(), 1, "one question: {asked}");
+    c.confirm(id, asked).await;
 }
 
 /// The running task fails (the default recovery) once its lease has run

@@ -265,6 +265,31 @@ async fn sigterm_of_a_worker_hands_its_task_over_on_redis() {
     sigterm(&store, "fail").await;
 }
 
+/// A front, two workers, and a `slow_compute` task of `seconds` that one
+/// of them runs: the front, a client, the runner, the other worker, the
+/// task id and the index of the runner's log.
+async fn one_task_running(
+    fleet: &Fleet<'_>,
+    logs: &Logs,
+    seconds: f64,
+    label: &str,
+) -> (Process, Remote, Process, Process, String, usize) {
+    let front = fleet.front(&logs.front);
+    let mut c = Remote::new(front.url());
+    let mut workers = [
+        Some(fleet.worker(&logs.workers[0])),
+        Some(fleet.worker(&logs.workers[1])),
+    ];
+    let id = c
+        .start("slow_compute", json!({"seconds": seconds, "label": label}))
+        .await;
+    wait_for_run(&logs.workers(), "slow_compute", &id).await;
+    let which = runner_of(&logs.workers(), "slow_compute", &id).expect("a runner");
+    let runner = workers[which].take().expect("the runner");
+    let other = workers[1 - which].take().expect("the other worker");
+    (front, c, runner, other, id, which)
+}
+
 /// SIGTERM of the worker running a long task: with `rerun` the other
 /// worker starts it at once (measured: long before the 30 s lease would
 /// have let it); with `fail` it fails at once with the shutdown message.
@@ -276,19 +301,9 @@ async fn sigterm(store: &str, recovery: &str) {
         recovery,
         lease: "30",
     };
-    let front = fleet.front(&logs.front);
-    let mut c = Remote::new(front.url());
-    let mut workers = [
-        Some(fleet.worker(&logs.workers[0])),
-        Some(fleet.worker(&logs.workers[1])),
-    ];
-    let id = c
-        .start("slow_compute", json!({"seconds": 2, "label": "long"}))
-        .await;
-    wait_for_run(&logs.workers(), "slow_compute", &id).await;
-    let which = runner_of(&logs.workers(), "slow_compute", &id).expect("a runner");
+    let (front, mut c, running, _other, id, which) =
+        one_task_running(&fleet, &logs, 2.0, "long").await;
     let stopped_at = Instant::now();
-    let running = workers[which].take().expect("the runner");
     running.terminate();
     running.wait();
     match recovery {
@@ -349,19 +364,10 @@ async fn sigkill_of_a_worker_is_recovered_after_the_lease() {
         recovery: "rerun",
         lease: "3",
     };
-    let front = fleet.front(&logs.front);
-    let mut c = Remote::new(front.url());
-    let mut workers = [
-        Some(fleet.worker(&logs.workers[0])),
-        Some(fleet.worker(&logs.workers[1])),
-    ];
-    let id = c
-        .start("slow_compute", json!({"seconds": 1, "label": "killed"}))
-        .await;
-    wait_for_run(&logs.workers(), "slow_compute", &id).await;
-    let which = runner_of(&logs.workers(), "slow_compute", &id).expect("a runner");
+    let (front, mut c, running, _other, id, _) =
+        one_task_running(&fleet, &logs, 1.0, "killed").await;
     let killed_at = Instant::now();
-    workers[which].take().expect("the runner").kill();
+    running.kill();
     c.wait_for(&id, "completed").await;
     let took = killed_at.elapsed();
     assert!(

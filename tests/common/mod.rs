@@ -5,7 +5,6 @@
 pub mod faults;
 #[cfg(feature = "postgres")]
 pub mod pg;
-#[cfg(feature = "axum")]
 pub mod process;
 #[cfg(feature = "redis")]
 pub mod redis_db;
