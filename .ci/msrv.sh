@@ -20,23 +20,21 @@
 #    rustup), the dependencies are resolved for that compiler
 #    (`incompatible-rust-versions = "fallback"`, in a copy of the
 #    repository), and the library is checked with no feature and with the
-#    non-SQL features. Debian's newest rustc not above our rust-version is
-#    used; when it is older than rust-version (1.85 < 1.88), this is
+#    features but NOT_ON_DEBIAN's. Debian's newest rustc not above our
+#    rust-version is used; when it is older than rust-version (1.85 < 1.88), this is
 #    stricter than promised: it says that our own code needs no newer Rust
-#    than that, so rust-version is set by the dependencies alone. The
-#    features in BUILD_SKIP_FEATURES (rmcp) are left out: their
-#    dependency needs 1.88 itself.
+#    than that, so rust-version is set by the dependencies alone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Features allowed to need a newer Rust than rust-version (README.md says
 # which one).
 SQL_FEATURES="sqlite postgres"
-# Features `build` leaves out besides SQL_FEATURES: their dependency cannot
-# be compiled by Debian's older rustc, though its rust-version is within
-# ours (the `deps` check covers it). rmcp 3.x (feature `rmcp`) is written
-# with let chains, stable since Rust 1.88.
-BUILD_SKIP_FEATURES="rmcp"
+# Features left out of the build on Debian's older rustc: the SQL ones, and
+# those whose dependency needs exactly our rust-version (1.88: edition
+# 2024's let chains), above Debian's 1.85: `redis` (redis 1.8) and `rmcp`
+# (rmcp 3.x); the `deps` check covers their declared rust-version.
+NOT_ON_DEBIAN="$SQL_FEATURES redis rmcp"
 
 deps_check() {
     python3 - "$SQL_FEATURES" <<'EOF'
@@ -186,11 +184,11 @@ print(next(p for p in json.load(sys.stdin)["packages"] if p["name"] == "mcp-task
 import json, sys
 skip = set(sys.argv[1].split())
 p = next(p for p in json.load(sys.stdin)["packages"] if p["name"] == "mcp-task-layer")
-print(",".join(sorted(f for f in p["features"] if f != "default" and f not in skip)))' "$SQL_FEATURES $BUILD_SKIP_FEATURES")
+print(",".join(sorted(f for f in p["features"] if f != "default" and f not in skip)))' "$NOT_ON_DEBIAN")
         echo "msrv.sh: cargo check --lib (no feature), then --features $features"
         cargo check -q --locked --lib --no-default-features
         cargo check -q --locked --lib --no-default-features --features "$features"
-        echo "msrv.sh: the library builds on $(rustc -V | cut -d' ' -f1,2) (no feature; $features); not checked: the SQL features (sqlx 0.9 needs 1.94) and $BUILD_SKIP_FEATURES (rmcp needs 1.88)"
+        echo "msrv.sh: the library builds on $(rustc -V | cut -d' ' -f1,2) (no feature; $features); not checked: the SQL features (sqlx 0.9 needs 1.94), redis and rmcp (their clients need 1.88)"
     )
 }
 

@@ -1,11 +1,13 @@
 //! Store throughput: `create` and `get` of a completed task with a ~100-byte
 //! result (about 450 bytes of JSON per record), one at a time and 16 at
-//! once, on `MemoryStore` (for scale), `SqliteStore` on a file (WAL,
-//! `synchronous = NORMAL`) and `PostgresStore` when `MCP_TASKS_POSTGRES_URL`
-//! is set (`.ci/postgres.sh` starts a local cluster).
+//! once, and `complete` (a `working` task replaced by its completed next
+//! version), on `MemoryStore` (for scale), `SqliteStore` on a file (WAL,
+//! `synchronous = NORMAL`), `PostgresStore` when `MCP_TASKS_POSTGRES_URL`
+//! is set (`.ci/postgres.sh` starts a local cluster) and `RedisStore` when
+//! `MCP_TASKS_REDIS_URL` is set (`.ci/redis.sh` starts a local server).
 //!
 //! ```sh
-//! cargo bench -p mcp-task-layer-benches --features sqlite,postgres --bench stores
+//! cargo bench -p mcp-task-layer-benches --features sqlite,postgres,redis --bench stores
 //! ```
 //!
 //! `get` reads random ids among 10,000 records created beforehand. The
@@ -146,6 +148,22 @@ fn bench_store(c: &mut Criterion, rt: &Runtime, name: &str, store: Arc<dyn TaskS
             criterion::BatchSize::SmallInput,
         )
     });
+    let mut rng = XorShift(99);
+    group.bench_function("complete", |b| {
+        b.iter_batched(
+            || {
+                let done = completed_record(rng.task_id(), now_ms(), Some(3_600_000));
+                let mut working = done.clone();
+                working.status = TaskStatus::Working;
+                working.outcome = None;
+                working.version = 1;
+                rt.block_on(store.create(working)).expect("create");
+                done
+            },
+            |done| rt.block_on(store.replace(done, 1)).expect("complete"),
+            criterion::BatchSize::SmallInput,
+        )
+    });
     let seed = Arc::new(std::sync::atomic::AtomicU64::new(1));
     group.bench_function("create_x16", |b| {
         b.iter_custom(|iters| {
@@ -191,6 +209,8 @@ fn stores(c: &mut Criterion) {
 
     #[cfg(feature = "postgres")]
     postgres(c, &rt);
+    #[cfg(feature = "redis")]
+    redis(c, &rt);
 }
 
 #[cfg(feature = "postgres")]
@@ -219,6 +239,45 @@ fn postgres(c: &mut Criterion, rt: &Runtime) {
             .execute(&mut conn)
             .await
             .expect("drop the bench table");
+    });
+}
+
+#[cfg(feature = "redis")]
+fn redis(c: &mut Criterion, rt: &Runtime) {
+    use mcp_task_layer::store::{RedisOptions, RedisStore};
+
+    let Some(url) = std::env::var("MCP_TASKS_REDIS_URL")
+        .ok()
+        .filter(|u| !u.is_empty())
+    else {
+        eprintln!("redis: skipped (set MCP_TASKS_REDIS_URL; see .ci/redis.sh)");
+        return;
+    };
+    let prefix = format!("bench_{}", std::process::id());
+    let options = RedisOptions::new().with_prefix(&prefix).expect("prefix");
+    let store = rt
+        .block_on(RedisStore::connect_with(&url, options))
+        .expect("redis");
+    bench_store(c, rt, "redis", Arc::new(store.clone()));
+    rt.block_on(async {
+        store.close().await;
+        let client = ::redis::Client::open(url.as_str()).expect("url");
+        let mut conn = client
+            .get_multiplexed_async_connection()
+            .await
+            .expect("connect");
+        let keys: Vec<String> = ::redis::cmd("KEYS")
+            .arg(format!("{prefix}:*"))
+            .query_async(&mut conn)
+            .await
+            .expect("the bench's keys");
+        for chunk in keys.chunks(1000) {
+            let () = ::redis::cmd("DEL")
+                .arg(chunk)
+                .query_async(&mut conn)
+                .await
+                .expect("delete the bench's keys");
+        }
     });
 }
 

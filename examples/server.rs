@@ -19,8 +19,9 @@
 //! (for example `RUST_LOG=mcp_task_layer=info`) for logs on stderr.
 //!
 //! Tasks live in memory unless `--store` names a durable store:
-//! `--store sqlite:tasks.db` (with `--features axum,sqlite`) or
-//! `--store postgres://user@host/db` (`--features axum,postgres`). A task
+//! `--store sqlite:tasks.db` (with `--features axum,sqlite`),
+//! `--store postgres://user@host/db` (`--features axum,postgres`) or
+//! `--store redis://host:6379/0` (`--features axum,redis`). A task
 //! whose server died while it was `working` is recovered once its lease
 //! (`--lease-ttl SECONDS`, default 30) has run out: failed, or re-run with
 //! `--recovery rerun`. Tasks waiting for input, and finished ones, read back
@@ -43,6 +44,23 @@
 //! | `multi_input {}` | task | asks two questions at once |
 //! | `test_tool_with_task {}` | task | asks for a name first (plain MRTR), then runs as a task |
 //! | `progress_job {steps}` | task | sets `statusMessage` to "step k of n" every 200 ms, then completes |
+//!
+//! A worker fleet (PostgreSQL, Redis or SQLite): `--role front` serves
+//! HTTP and runs no task handler (tasks are queued in the store); `--role
+//! worker` serves nothing, claims queued tasks and runs them
+//! (`--concurrency N`, default 16), and prints `worker ready` once it
+//! claims; `--role all` (the default) runs handlers where calls arrive, as
+//! a single server. SIGTERM or Ctrl-C drains: running handlers get
+//! `--drain-secs` (default 10) to finish, then their tasks are handed back
+//! by `--recovery` (`rerun`: another worker starts them at once; `fail`:
+//! failed now). `--run-log PATH` appends a line per handler run (`TOOL
+//! TASK_ID`) and per handler stopped by its cancellation (`cancelled
+//! TASK_ID`), for tests that count runs across processes.
+//!
+//! ```text
+//! cargo run --release --features axum,postgres --example server -- --role front --store postgres://... --recovery rerun
+//! cargo run --release --features axum,postgres --example server -- --role worker --store postgres://... --recovery rerun
+//! ```
 //!
 //! With `--seal-key-file PATH` (and `--features axum,seal`) the store is
 //! wrapped in a `SealedStore`: arguments, answers and results are encrypted

@@ -52,6 +52,23 @@ pub enum Recovery {
     Rerun,
 }
 
+/// Where a task's handler runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Execution {
+    /// On the replica that accepted the call or the last answer (default).
+    #[default]
+    Inline,
+    /// On whichever [`TaskWorker`](crate::TaskWorker) claims it: every run
+    /// of a task (its first and every resume) is written to the store as
+    /// runnable, and the accepting replica runs no task handler. `Sync`
+    /// tools and passthrough stay on the accepting replica; an `Auto` call
+    /// is answered synchronously if a worker finishes it within the
+    /// window. A `Task` tool's call is queued at once: no MRTR round is
+    /// answered before its task exists.
+    Queued,
+}
+
 /// Reads the caller's owner key from a request.
 pub(crate) type OwnerFn = Arc<dyn Fn(&JsonRpcRequest) -> Option<String> + Send + Sync>;
 
@@ -93,6 +110,7 @@ pub(crate) struct Config {
     pub(crate) owner: OwnerFn,
     pub(crate) lease_ttl: Duration,
     pub(crate) recovery: Recovery,
+    pub(crate) execution: Execution,
     /// The 2026-07-28-style protocol versions the layer serves; any other
     /// named in a request's `_meta` gets `-32022`.
     pub(crate) supported_versions: Arc<[String]>,
@@ -118,6 +136,7 @@ impl Default for Config {
             owner: Arc::new(default_owner),
             lease_ttl: Duration::from_secs(30),
             recovery: Recovery::Fail,
+            execution: Execution::Inline,
             supported_versions: Arc::from([PROTOCOL_2026_07_28.to_owned()]),
             identity_required: false,
         }
@@ -135,6 +154,8 @@ impl fmt::Debug for Config {
             .field("cancel_grace", &self.cancel_grace)
             .field("task_window", &self.task_window)
             .field("reap_interval", &self.reap_interval)
+            .field("recovery", &self.recovery)
+            .field("execution", &self.execution)
             .field("supported_versions", &self.supported_versions)
             .field("identity_required", &self.identity_required)
             .finish_non_exhaustive()

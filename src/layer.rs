@@ -8,10 +8,10 @@ use std::time::Duration;
 use tokio::sync::broadcast;
 use tower_layer::Layer;
 
-use crate::config::{Config, OwnerFn, Recovery, TaskPolicy};
+use crate::config::{Config, Execution, OwnerFn, Recovery, TaskPolicy};
 use crate::jsonrpc::JsonRpcRequest;
 use crate::limits::Limits;
-use crate::runtime::{Engine, TaskEvent};
+use crate::runtime::{DrainReport, Engine, TaskEvent, TaskWorker};
 use crate::service::TaskService;
 use crate::store::{MemoryStore, TaskStore};
 
@@ -152,6 +152,42 @@ impl TaskLayer {
     /// What to do with tasks whose runner died (default [`Recovery::Fail`]).
     pub fn with_recovery(self, recovery: Recovery) -> Self {
         self.map_config(|c| c.recovery = recovery)
+    }
+
+    /// Where task handlers run (default [`Execution::Inline`]). With
+    /// [`Execution::Queued`], this layer's services run none: a
+    /// [`TaskWorker`](crate::TaskWorker) made by [`worker`](Self::worker)
+    /// here or in another process over the same store runs them.
+    pub fn with_execution(self, execution: Execution) -> Self {
+        self.map_config(|c| c.execution = execution)
+    }
+
+    /// A worker that runs this layer's queued tasks (and those of every
+    /// layer on the same store) with `inner`, the same MCP server the
+    /// layer wraps. See [`TaskWorker`].
+    pub fn worker<S>(&self, inner: S) -> TaskWorker<S>
+    where
+        S: tower_service::Service<JsonRpcRequest, Response = crate::JsonRpcResponse>
+            + Clone
+            + Send
+            + 'static,
+        S::Future: Send + 'static,
+        S::Error: Send + 'static,
+    {
+        TaskWorker::new(Arc::clone(&self.engine), inner)
+    }
+
+    /// Drain the handlers this layer runs inline, for a graceful shutdown:
+    /// let them finish for up to `deadline`, then hand their tasks back by
+    /// the recovery policy ([`Recovery::Rerun`]: runnable again at once,
+    /// so another replica re-runs it without waiting for the lease;
+    /// [`Recovery::Fail`]: failed with a message that says the server shut
+    /// down). Tasks waiting for input and finished ones are untouched.
+    /// Call it once the transport stopped taking requests (in-flight ones
+    /// still get their answers). With [`Execution::Queued`] it does
+    /// nothing: workers drain their own runs.
+    pub async fn drain(&self, deadline: Duration) -> DrainReport {
+        self.engine.drain(deadline).await
     }
 
     /// The protocol versions a 2026-07-28-style request may name in its

@@ -118,7 +118,7 @@ pub use self::http::{McpEndpoint, DEFAULT_BODY_LIMIT};
 #[cfg(feature = "rmcp")]
 #[cfg_attr(docsrs, doc(cfg(feature = "rmcp")))]
 pub use adapter::rmcp::RmcpService;
-pub use config::{Recovery, TaskPolicy};
+pub use config::{Execution, Recovery, TaskPolicy};
 pub use context::{TaskId, TaskOwner, TaskResumeContext};
 pub use future::ResponseFuture;
 pub use json::JsonText;
@@ -130,7 +130,7 @@ pub use protocol::{
     DetailedTask, InputRequest, InputRequests, InputResponses, Task, TaskMetadata,
     TaskPollDecision, TaskStatus,
 };
-pub use runtime::{TaskEvent, TaskHandle, MAX_STATUS_MESSAGE_BYTES};
+pub use runtime::{DrainReport, TaskEvent, TaskHandle, TaskWorker, MAX_STATUS_MESSAGE_BYTES};
 pub use service::TaskService;
 #[cfg(feature = "stdio")]
 #[cfg_attr(docsrs, doc(cfg(feature = "stdio")))]

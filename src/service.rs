@@ -183,6 +183,10 @@ where
             return self.tools_call_after_recount(req, kept, owner, era, policy);
         };
         let call = TaskCandidate::from_request(&req, kept, owner, era, reservation);
+        let engine = Arc::clone(&self.engine);
+        if engine.queued() {
+            return ResponseFuture::intercepted(Box::pin(engine.queue_call(call, policy)));
+        }
         let mut req = req;
         req.extensions.insert(call.token.clone());
         req.extensions.insert(call.handle.clone());
@@ -191,7 +195,6 @@ where
         // careful when cloning inner services").
         let clone = self.inner.clone();
         let fut = self.inner.call(req);
-        let engine = Arc::clone(&self.engine);
         ResponseFuture::intercepted(Box::pin(engine.tools_call(clone, call, policy, fut)))
     }
 
@@ -214,9 +217,11 @@ where
                 Err(e) => return Ok(JsonRpcResponse::error(req.id, e)),
             };
             let call = TaskCandidate::from_request(&req, kept, owner, era, reservation);
+            if engine.queued() {
+                return engine.queue_call(call, policy).await;
+            }
             let mut req = req;
             req.extensions.insert(call.token.clone());
-            req.extensions.insert(call.handle.clone());
             req.extensions.insert(call.handle.clone());
             let fut = inner.clone().oneshot(req);
             engine.tools_call(inner, call, policy, fut).await

@@ -1,7 +1,7 @@
 //! Hardening: input bounds, and a property test that drives the layer with
 //! random operations and checks the task invariants after each one, on
-//! every store the build has: `MemoryStore` in paused time, `SqliteStore`
-//! and `PostgresStore` in real time and across restarts.
+//! every store the build has: `MemoryStore` in paused time, `SqliteStore`,
+//! `PostgresStore` and `RedisStore` in real time and across restarts.
 
 mod common;
 
@@ -479,7 +479,7 @@ proptest! {
 }
 
 /// The durable stores: the same model with restarts, in real time.
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "redis"))]
 mod durable {
     use super::*;
 
@@ -487,7 +487,7 @@ mod durable {
     use proptest::test_runner::{Config, TestRunner};
     use tower::Layer;
 
-    /// Cases per SQL store, each of 1-23 operations (about one in nine a
+    /// Cases per durable store, each of 1-23 operations (about one in nine a
     /// restart).
     const CASES: u32 = 24;
     /// Renewed every 200 ms: a live runner loses its task to the recovery
@@ -505,6 +505,8 @@ mod durable {
         Sqlite(String),
         #[cfg(feature = "postgres")]
         Postgres { url: String, table: String },
+        #[cfg(feature = "redis")]
+        Redis { url: String, prefix: String },
     }
 
     /// One process's connection to it.
@@ -513,6 +515,8 @@ mod durable {
         Sqlite(mcp_task_layer::store::SqliteStore),
         #[cfg(feature = "postgres")]
         Postgres(mcp_task_layer::store::PostgresStore),
+        #[cfg(feature = "redis")]
+        Redis(mcp_task_layer::store::RedisStore),
     }
 
     impl Db {
@@ -537,6 +541,17 @@ mod durable {
                         .unwrap();
                     (common::layer_on(store.clone()), Conn::Postgres(store))
                 }
+                #[cfg(feature = "redis")]
+                Db::Redis { url, prefix } => {
+                    // As `redis_db::Prefixes::store`, which names and deletes the keys.
+                    let options = mcp_task_layer::store::RedisOptions::new()
+                        .with_prefix(prefix)
+                        .unwrap();
+                    let store = mcp_task_layer::store::RedisStore::connect_with(url, options)
+                        .await
+                        .unwrap();
+                    (common::layer_on(store.clone()), Conn::Redis(store))
+                }
             }
         }
     }
@@ -550,6 +565,8 @@ mod durable {
                 Conn::Sqlite(s) => s.close().await,
                 #[cfg(feature = "postgres")]
                 Conn::Postgres(s) => s.close().await,
+                #[cfg(feature = "redis")]
+                Conn::Redis(s) => s.close().await,
             }
         }
     }
@@ -724,4 +741,25 @@ fn invariants_hold_on_postgres_across_restarts() {
         .build()
         .unwrap()
         .block_on(tables.drop_all());
+}
+
+#[cfg(feature = "redis")]
+#[test]
+fn invariants_hold_on_redis_across_restarts() {
+    let Some(url) = common::redis_db::url() else {
+        return;
+    };
+    let prefixes = common::redis_db::Prefixes::new(&url, "hardening");
+    durable::check(|| {
+        let db = durable::Db::Redis {
+            url: url.clone(),
+            prefix: prefixes.next(),
+        };
+        (db, Box::new(()))
+    });
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(prefixes.drop_all());
 }

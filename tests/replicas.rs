@@ -267,45 +267,27 @@ async fn orphans_fail_honestly_by_default() {
         .contains("stopped or restarted before the task finished"));
 }
 
-/// The same promises with three replicas on one PostgreSQL table, each with
-/// its own connection pool, in real time.
-#[cfg(feature = "postgres")]
-mod postgres {
+/// The same promises with three replicas on one shared durable store, each
+/// with its own connections, in real time: the bodies here, one module per
+/// engine below.
+#[cfg(any(feature = "postgres", feature = "redis"))]
+mod shared {
     use std::time::Instant;
 
-    use super::common::pg::{url, Tables};
     use super::*;
 
-    async fn replicas(tables: &Tables, lease_ttl: Duration) -> [Client; 3] {
-        let table = tables.next();
-        let (a, b, c) = tokio::join!(
-            tables.store(&table),
-            tables.store(&table),
-            tables.store(&table)
-        );
-        [a, b, c].map(|store| {
+    /// Three replicas, each a layer over its own connection to one store.
+    pub(super) fn replicas<S: TaskStore>(stores: [S; 3], lease_ttl: Duration) -> [Client; 3] {
+        stores.map(|store| {
             let mut client = Client::new(common::layer_on(store).with_lease_ttl(lease_ttl));
             client.owner = Some("alice".into());
             client
         })
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn postgres_created_on_one_read_on_another_answered_on_a_third_resumed_once() {
-        let Some(url) = url() else { return };
-        let tables = Tables::new(&url, "rep3");
-        let [a, b, c] = replicas(&tables, Duration::from_secs(3)).await;
-        created_read_answered_on_three_replicas(&a, &b, &c).await;
-        tables.drop_all().await;
-    }
-
     /// A 2025-11-25 `tasks/result` blocked on one replica returns when the
     /// task completes on another: woken by the change feed, not a poll.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn postgres_tasks_result_on_one_replica_returns_when_another_finishes() {
-        let Some(url) = url() else { return };
-        let tables = Tables::new(&url, "represult");
-        let [a, b, _c] = replicas(&tables, Duration::from_secs(30)).await;
+    pub(super) async fn tasks_result_returns_when_another_finishes(a: &Client, b: &Client) {
         let started = a
             .send(
                 "tools/call",
@@ -323,16 +305,14 @@ mod postgres {
         assert_eq!(ok(&r)["content"][0]["text"], "slept 800");
         assert!(asked.elapsed() < Duration::from_secs(5));
         assert_eq!(b.seen.calls("slow"), 0, "it ran on a");
-        tables.drop_all().await;
     }
 
-    /// The lease heartbeat comes every 10 s here: only the store's change
-    /// feed (`LISTEN`/`NOTIFY`) can stop the handler within two seconds.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn postgres_cancel_on_one_replica_stops_the_handler_on_another_within_two_seconds() {
-        let Some(url) = url() else { return };
-        let tables = Tables::new(&url, "repcancel");
-        let [a, b, _c] = replicas(&tables, Duration::from_secs(30)).await;
+    /// The lease heartbeat comes every 10 s here (30 s leases): only the
+    /// store's change feed can stop the handler within two seconds.
+    pub(super) async fn cancel_stops_the_handler_on_another_within_two_seconds(
+        a: &Client,
+        b: &Client,
+    ) {
         let id = a.start("hang", json!({})).await;
         let cancelled_at = Instant::now();
         ok(&b.cancel(&id).await);
@@ -344,15 +324,101 @@ mod postgres {
             );
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        assert_eq!(
-            poll_until(&a, &id, "cancelled").await["status"],
-            "cancelled"
-        );
+        assert_eq!(poll_until(a, &id, "cancelled").await["status"], "cancelled");
         eprintln!(
             "handler stopped {:?} after the cancel",
             cancelled_at.elapsed()
         );
+    }
+}
+
+/// Three replicas on one PostgreSQL table (`LISTEN`/`NOTIFY` feed).
+#[cfg(feature = "postgres")]
+mod postgres {
+    use super::common::pg::{url, Tables};
+    use super::shared::*;
+    use super::*;
+
+    async fn three(tables: &Tables, lease_ttl: Duration) -> [Client; 3] {
+        let table = tables.next();
+        let (a, b, c) = tokio::join!(
+            tables.store(&table),
+            tables.store(&table),
+            tables.store(&table)
+        );
+        replicas([a, b, c], lease_ttl)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn postgres_created_on_one_read_on_another_answered_on_a_third_resumed_once() {
+        let Some(url) = url() else { return };
+        let tables = Tables::new(&url, "rep3");
+        let [a, b, c] = three(&tables, Duration::from_secs(3)).await;
+        created_read_answered_on_three_replicas(&a, &b, &c).await;
         tables.drop_all().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn postgres_tasks_result_on_one_replica_returns_when_another_finishes() {
+        let Some(url) = url() else { return };
+        let tables = Tables::new(&url, "represult");
+        let [a, b, _c] = three(&tables, Duration::from_secs(30)).await;
+        tasks_result_returns_when_another_finishes(&a, &b).await;
+        tables.drop_all().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn postgres_cancel_on_one_replica_stops_the_handler_on_another_within_two_seconds() {
+        let Some(url) = url() else { return };
+        let tables = Tables::new(&url, "repcancel");
+        let [a, b, _c] = three(&tables, Duration::from_secs(30)).await;
+        cancel_stops_the_handler_on_another_within_two_seconds(&a, &b).await;
+        tables.drop_all().await;
+    }
+}
+
+/// Three replicas on one Redis (pub/sub feed), under one key prefix.
+#[cfg(feature = "redis")]
+mod redis {
+    use super::common::redis_db::{url, Prefixes};
+    use super::shared::*;
+    use super::*;
+
+    async fn three(prefixes: &Prefixes, lease_ttl: Duration) -> [Client; 3] {
+        let prefix = prefixes.next();
+        let (a, b, c) = tokio::join!(
+            prefixes.store(&prefix),
+            prefixes.store(&prefix),
+            prefixes.store(&prefix)
+        );
+        replicas([a, b, c], lease_ttl)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn redis_created_on_one_read_on_another_answered_on_a_third_resumed_once() {
+        let Some(url) = url() else { return };
+        let prefixes = Prefixes::new(&url, "rep3");
+        let [a, b, c] = three(&prefixes, Duration::from_secs(3)).await;
+        created_read_answered_on_three_replicas(&a, &b, &c).await;
+        prefixes.drop_all().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn redis_tasks_result_on_one_replica_returns_when_another_finishes() {
+        let Some(url) = url() else { return };
+        let prefixes = Prefixes::new(&url, "represult");
+        let [a, b, _c] = three(&prefixes, Duration::from_secs(30)).await;
+        tasks_result_returns_when_another_finishes(&a, &b).await;
+        prefixes.drop_all().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn redis_cancel_on_one_replica_stops_the_handler_on_another_within_two_seconds() {
+        let Some(url) = url() else { return };
+        let prefixes = Prefixes::new(&url, "repcancel");
+        let [a, b, _c] = three(&prefixes, Duration::from_secs(30)).await;
+        cancel_stops_the_handler_on_another_within_two_seconds(&a, &b).await;
+        prefixes.drop_all().await;
     }
 }
 

@@ -11,8 +11,10 @@
 //! builds; when it is missing, the test builds it first.
 #![cfg(feature = "stdio")]
 
+mod common;
+
 use std::collections::VecDeque;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -27,31 +29,7 @@ const WAIT: Duration = Duration::from_secs(20);
 
 /// The example server binary, built with the features it needs if missing.
 fn server_binary() -> PathBuf {
-    // target/<profile>/deps/stdio-<hash> → target/<profile>/examples/server
-    let exe = std::env::current_exe().expect("test executable");
-    let profile_dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("target/<profile>");
-    let bin = profile_dir.join("examples").join("server");
-    if !bin.exists() {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let mut cmd = std::process::Command::new(cargo);
-        cmd.args([
-            "build",
-            "--example",
-            "server",
-            "--features",
-            "axum,sqlite,stdio",
-        ])
-        .current_dir(env!("CARGO_MANIFEST_DIR"));
-        if profile_dir.file_name().is_some_and(|p| p == "release") {
-            cmd.arg("--release");
-        }
-        let status = cmd.status().expect("cargo build --example server");
-        assert!(status.success(), "building the example server failed");
-    }
-    bin
+    common::process::server_binary("axum,sqlite,stdio")
 }
 
 /// `_meta` of a 2026-07-28 request that declares the tasks extension.

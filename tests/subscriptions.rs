@@ -482,16 +482,13 @@ async fn follow_to_completion(a: &Client, id: &str, rx: &mut Notifications) -> V
 }
 
 /// A subscriber on one replica sees every change of a task that runs on
-/// another, through PostgreSQL's change feed (issue 9).
-#[cfg(feature = "postgres")]
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_subscriber_on_one_replica_sees_a_task_running_on_another() {
-    use common::pg::{url, Tables};
-
-    let Some(url) = url() else { return };
-    let tables = Tables::new(&url, "subrep");
-    let table = tables.next();
-    let (store_a, store_b) = tokio::join!(tables.store(&table), tables.store(&table));
+/// another, through the store's change feed (issue 9): the body, run on
+/// PostgreSQL and on Redis below.
+#[cfg(any(feature = "postgres", feature = "redis"))]
+async fn a_subscriber_on_b_sees_a_task_running_on_a(
+    store_a: impl mcp_task_layer::TaskStore,
+    store_b: impl mcp_task_layer::TaskStore,
+) {
     // A 30 s lease: the heartbeat cannot be what brings the changes over.
     let lease = Duration::from_secs(30);
     let (a, b) = (replica(store_a, lease), replica(store_b, lease));
@@ -501,7 +498,34 @@ async fn a_subscriber_on_one_replica_sees_a_task_running_on_another() {
     let done = listening.await.unwrap().unwrap();
     assert_eq!(ok(&done), &json!({"resultType": "complete"}));
     assert_eq!(b.seen.calls("ask"), 0, "everything ran on a");
+}
+
+/// Through PostgreSQL's `LISTEN`/`NOTIFY`.
+#[cfg(feature = "postgres")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscriber_on_one_replica_sees_a_task_running_on_another() {
+    use common::pg::{url, Tables};
+
+    let Some(url) = url() else { return };
+    let tables = Tables::new(&url, "subrep");
+    let table = tables.next();
+    let (store_a, store_b) = tokio::join!(tables.store(&table), tables.store(&table));
+    a_subscriber_on_b_sees_a_task_running_on_a(store_a, store_b).await;
     tables.drop_all().await;
+}
+
+/// Through Redis pub/sub.
+#[cfg(feature = "redis")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscriber_on_one_replica_sees_a_task_running_on_another_over_redis() {
+    use common::redis_db::{url, Prefixes};
+
+    let Some(url) = url() else { return };
+    let prefixes = Prefixes::new(&url, "subrep");
+    let prefix = prefixes.next();
+    let (store_a, store_b) = tokio::join!(prefixes.store(&prefix), prefixes.store(&prefix));
+    a_subscriber_on_b_sees_a_task_running_on_a(store_a, store_b).await;
+    prefixes.drop_all().await;
 }
 
 /// The change feed's connection is killed while a subscriber waits: the
@@ -651,19 +675,15 @@ async fn r34_r56_a_partial_answer_is_pushed_with_the_keys_left() {
     );
 }
 
-/// Defect 9 on PostgreSQL: reaping is a `DELETE`, which no change feed
-/// reports, and with a feed nothing re-reads on a timer; still, when the
-/// TTL of a watched task runs out the stream ends, and a blocked 2025-11-25
-/// `tasks/result` answers `-32602` (R50). Before the fix the stream never
-/// ended.
-#[cfg(feature = "postgres")]
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn r50_on_postgres_expiry_ends_a_subscription_and_a_blocked_result() {
-    use common::pg::{url, Tables};
-
-    let Some(url) = url() else { return };
-    let tables = Tables::new(&url, "subexp");
-    let store = tables.store(&tables.next()).await;
+/// Defect 9 on a store with a change feed: reaping is a delete, which no
+/// change feed reports, and with a feed nothing re-reads on a timer; still,
+/// when the TTL of a watched task runs out the stream ends, and a blocked
+/// 2025-11-25 `tasks/result` answers `-32602` (R50). Before the fix the
+/// stream never ended. Run on PostgreSQL and on Redis below.
+#[cfg(any(feature = "postgres", feature = "redis"))]
+async fn r50_expiry_ends_a_subscription_and_a_blocked_result(
+    store: impl mcp_task_layer::TaskStore,
+) {
     let layer = common::layer_on(store).with_default_ttl(Some(Duration::from_secs(1)));
     let mut c = Client::new(layer);
     c.owner = Some("alice".into());
@@ -692,5 +712,27 @@ async fn r50_on_postgres_expiry_ends_a_subscription_and_a_blocked_result() {
         .unwrap()
         .unwrap();
     assert_eq!(err(&result).code, -32602, "R50");
+}
+
+#[cfg(feature = "postgres")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r50_on_postgres_expiry_ends_a_subscription_and_a_blocked_result() {
+    use common::pg::{url, Tables};
+
+    let Some(url) = url() else { return };
+    let tables = Tables::new(&url, "subexp");
+    r50_expiry_ends_a_subscription_and_a_blocked_result(tables.store(&tables.next()).await).await;
     tables.drop_all().await;
+}
+
+#[cfg(feature = "redis")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r50_on_redis_expiry_ends_a_subscription_and_a_blocked_result() {
+    use common::redis_db::{url, Prefixes};
+
+    let Some(url) = url() else { return };
+    let prefixes = Prefixes::new(&url, "subexp");
+    r50_expiry_ends_a_subscription_and_a_blocked_result(prefixes.store(&prefixes.next()).await)
+        .await;
+    prefixes.drop_all().await;
 }

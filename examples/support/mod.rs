@@ -9,15 +9,18 @@ use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 use axum::http::Extensions;
 use mcp_task_layer::{
-    JsonRpcRequest, JsonRpcResponse, McpEndpoint, Recovery, TaskLayer, TaskOwner, TaskPolicy,
-    TaskStore,
+    Execution, JsonRpcRequest, JsonRpcResponse, McpEndpoint, Recovery, TaskLayer, TaskOwner,
+    TaskPolicy, TaskStore,
 };
 use tower::ServiceBuilder;
 
+mod run_log;
+
 /// Parse the command line, open the store, put `inner` behind a
-/// [`TaskLayer`] with the fixtures' policies and serve it until Ctrl-C (or,
-/// with `--stdio`, until stdin closes). `name` is the program's name in
-/// the usage line.
+/// [`TaskLayer`] with the fixtures' policies and serve it until Ctrl-C or
+/// SIGTERM, then drain (or, with `--stdio`, until stdin closes; or, with
+/// `--role worker`, run its queued tasks instead). `name` is the program's
+/// name in the usage line.
 pub(crate) async fn run<S>(name: &str, inner: S)
 where
     S: tower::Service<JsonRpcRequest, Response = JsonRpcResponse> + Clone + Send + Sync + 'static,
@@ -35,9 +38,9 @@ where
             std::process::exit(2);
         }
     };
-    let (port, store_url) = (args.port, args.store);
-    // `sqlite:` needs `--features sqlite`, `postgres://` `--features postgres`.
-    let store = match mcp_task_layer::store::connect(&store_url).await {
+    // `sqlite:` needs `--features sqlite`, `postgres://` `--features postgres`,
+    // `redis://` `--features redis`.
+    let store = match mcp_task_layer::store::connect(&args.store).await {
         Ok(store) => store,
         Err(e) => {
             eprintln!("cannot open the task store: {e}");
@@ -67,8 +70,38 @@ where
         ])
         .with_poll_interval(Duration::from_millis(250))
         .with_lease_ttl(args.lease_ttl)
-        .with_recovery(args.recovery);
-    let service = ServiceBuilder::new().layer(tasks).service(inner);
+        .with_recovery(args.recovery)
+        .with_execution(match args.role {
+            Role::All => Execution::Inline,
+            Role::Front | Role::Worker => Execution::Queued,
+        });
+    match &args.run_log {
+        Some(path) => match run_log::RunLog::open(inner, path) {
+            Ok(logged) => serve(&args, tasks, logged).await,
+            Err(e) => {
+                eprintln!("cannot open the run log {path}: {e}");
+                std::process::exit(1);
+            }
+        },
+        None => serve(&args, tasks, inner).await,
+    }
+}
+
+/// Serve `inner` behind `tasks` as `args` say.
+async fn serve<S>(args: &Args, tasks: TaskLayer, inner: S)
+where
+    S: tower::Service<JsonRpcRequest, Response = JsonRpcResponse> + Clone + Send + Sync + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<tower::BoxError> + Send + 'static,
+{
+    if args.role == Role::Worker {
+        let worker = tasks.worker(inner).with_concurrency(args.concurrency);
+        println!("worker ready");
+        let report = worker.run(shutdown_signal(), args.drain).await;
+        eprintln!("worker drained: {report:?}");
+        return;
+    }
+    let service = ServiceBuilder::new().layer(tasks.clone()).service(inner);
     // Recover what a crash left behind now, not at the first request.
     service.start_background_work();
     if args.stdio {
@@ -79,6 +112,7 @@ where
         .with_identity(bearer_identity)
         .into_router("/mcp");
 
+    let port = args.port;
     let listener = match tokio::net::TcpListener::bind(("127.0.0.1", port)).await {
         Ok(listener) => listener,
         Err(e) => {
@@ -88,16 +122,35 @@ where
     };
     let port = listener.local_addr().map_or(port, |a| a.port());
     println!("listening on http://127.0.0.1:{port}/mcp");
-    let shutdown = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
     if let Err(e) = axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
+        .with_graceful_shutdown(shutdown_signal())
         .await
     {
         eprintln!("server error: {e}");
         std::process::exit(1);
     }
+    // In-flight requests have their answers; now the handlers still running.
+    let report = tasks.drain(args.drain).await;
+    eprintln!("drained: {report:?}");
+}
+
+/// Ctrl-C, or SIGTERM (what a deploy sends).
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+                return;
+            }
+            Err(e) => eprintln!("cannot listen for SIGTERM: {e}"),
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
 }
 
 /// MCP on stdin/stdout until stdin closes (`--stdio`).
@@ -143,8 +196,20 @@ fn sealed(_: std::sync::Arc<dyn TaskStore>, _: &str) -> std::sync::Arc<dyn TaskS
     std::process::exit(2);
 }
 
+/// Where this process runs task handlers (`--role`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Role {
+    All,
+    Front,
+    Worker,
+}
+
 /// The command line.
 struct Args {
+    role: Role,
+    concurrency: usize,
+    drain: Duration,
+    run_log: Option<String>,
     stdio: bool,
     port: u16,
     store: String,
@@ -153,16 +218,24 @@ struct Args {
     seal_key_file: Option<String>,
 }
 
-const USAGE: &str = "[--stdio | --port PORT] [--store memory|sqlite:PATH|postgres://...] \
-                     [--lease-ttl SECONDS] [--recovery fail|rerun] [--seal-key-file PATH]";
+const USAGE: &str = "[--stdio | --port PORT] [--store memory|sqlite:PATH|postgres://...|redis://...] \
+                     [--lease-ttl SECONDS] [--recovery fail|rerun] [--seal-key-file PATH] \
+                     [--role all|front|worker] [--concurrency N] [--drain-secs SECONDS] [--run-log PATH]";
 
 /// `--stdio` (MCP on stdin/stdout, no port), `--port PORT` (default 3001), `--store URL` (default `memory`),
 /// `--lease-ttl SECONDS` (default 30: how long a task whose server died
 /// stays `working` before it is recovered) and `--recovery fail|rerun`
 /// (default `fail`), `--seal-key-file PATH` (seal tasks at rest with the
-/// keys in PATH), each also as `--flag=value`.
+/// keys in PATH), `--role all|front|worker` (default `all`),
+/// `--concurrency N` (a worker's handlers at once, default 16),
+/// `--drain-secs SECONDS` (default 10), `--run-log PATH`, each also as
+/// `--flag=value`.
 fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
     let mut out = Args {
+        role: Role::All,
+        concurrency: 16,
+        drain: Duration::from_secs(10),
+        run_log: None,
         stdio: false,
         port: 3001,
         store: "memory".to_owned(),
@@ -185,6 +258,10 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
             "--lease-ttl",
             "--recovery",
             "--seal-key-file",
+            "--role",
+            "--concurrency",
+            "--drain-secs",
+            "--run-log",
         ]
         .contains(&flag.as_str())
         {
@@ -216,6 +293,29 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
                 };
             }
             "--seal-key-file" => out.seal_key_file = Some(value),
+            "--role" => {
+                out.role = match value.as_str() {
+                    "all" => Role::All,
+                    "front" => Role::Front,
+                    "worker" => Role::Worker,
+                    _ => return Err(format!("invalid role {value:?}: all, front or worker")),
+                };
+            }
+            "--concurrency" => {
+                out.concurrency = value
+                    .parse()
+                    .ok()
+                    .filter(|n| *n > 0)
+                    .ok_or(format!("invalid concurrency {value:?}"))?;
+            }
+            "--drain-secs" => {
+                out.drain = value
+                    .parse::<f64>()
+                    .ok()
+                    .and_then(|s| Duration::try_from_secs_f64(s).ok())
+                    .ok_or(format!("invalid drain deadline {value:?} (seconds)"))?;
+            }
+            "--run-log" => out.run_log = Some(value),
             _ => out.store = value,
         }
     }

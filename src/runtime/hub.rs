@@ -4,7 +4,7 @@
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, Notify};
 
 use super::watchers::TaskWatchers;
 use crate::protocol::TaskStatus;
@@ -38,6 +38,8 @@ pub(crate) struct EventHub {
     pub(crate) watchers: Arc<TaskWatchers>,
     /// Whether the store reports changes ([`TaskStore::changes`](crate::TaskStore::changes)).
     pub(crate) has_feed: AtomicBool,
+    /// Idle workers of this process wait here for a queued run.
+    pub(crate) queue: Notify,
 }
 
 impl EventHub {
@@ -48,6 +50,7 @@ impl EventHub {
             changes: broadcast::channel(1024).0,
             watchers: Arc::default(),
             has_feed: AtomicBool::new(false),
+            queue: Notify::new(),
         }
     }
 }

@@ -13,6 +13,7 @@
 mod answer;
 mod cas;
 mod detach;
+mod drain;
 mod engine;
 mod errors;
 pub(crate) mod handlers;
@@ -21,6 +22,7 @@ mod ids;
 mod invoker;
 mod lease;
 mod publish;
+mod queue;
 mod reaper;
 mod registry;
 mod resume;
@@ -29,7 +31,10 @@ mod status;
 mod transition;
 mod watchers;
 mod wire;
+mod worker;
 
+pub use drain::DrainReport;
 pub(crate) use engine::Engine;
 pub use hub::TaskEvent;
 pub use status::{TaskHandle, MAX_STATUS_MESSAGE_BYTES};
+pub use worker::TaskWorker;

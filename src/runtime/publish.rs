@@ -61,8 +61,21 @@ impl Engine {
             }
         }
         match &change {
-            TaskChange::Updated { id, version, .. } => self.hub.watchers.wake(id, *version),
-            TaskChange::Missed => self.hub.watchers.wake_all(),
+            TaskChange::Updated {
+                id,
+                version,
+                status,
+            } => {
+                self.hub.watchers.wake(id, *version);
+                // Queued, resumed or handed back, maybe.
+                if *status == TaskStatus::Working {
+                    self.wake_workers();
+                }
+            }
+            TaskChange::Missed => {
+                self.hub.watchers.wake_all();
+                self.wake_workers();
+            }
         }
         if self.hub.changes.receiver_count() > 0 {
             let _ = self.hub.changes.send(change);

@@ -95,6 +95,10 @@ impl Engine {
     /// Recover `working` tasks whose runner died (lease ran out), by policy:
     /// fail them honestly, or re-run them from their stored request.
     async fn recover_orphans(self: &Arc<Self>) {
+        if self.queued() && self.cfg.recovery == Recovery::Rerun {
+            // Workers claim orphans as they claim queued runs.
+            return;
+        }
         let orphans = match self.store.orphans(self.now_ms(), 64).await {
             Ok(o) => o.into_iter().map(store::opened).collect::<Vec<_>>(),
             Err(store::Error::Unsupported(_)) => return,
@@ -110,6 +114,14 @@ impl Engine {
                     .lease
                     .as_ref()
                     .is_some_and(|l| l.until_ms >= self.now_ms())
+            {
+                continue;
+            }
+            // With queued execution, workers claim queued runs and re-run
+            // orphans; only failing an orphan is left to the reaper.
+            if self.queued()
+                && (self.cfg.recovery == Recovery::Rerun
+                    || record.lease.as_ref().is_some_and(store::Lease::is_queued))
             {
                 continue;
             }

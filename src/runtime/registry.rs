@@ -278,6 +278,15 @@ impl Registry {
             .collect()
     }
 
+    /// The ids of tasks last seen `working` here.
+    pub(crate) fn working(&self) -> Vec<String> {
+        self.tasks()
+            .iter()
+            .filter(|(_, l)| l.status == TaskStatus::Working)
+            .map(|(id, _)| id.clone())
+            .collect()
+    }
+
     pub(crate) fn get(&self, id: &str) -> Option<LocalTask> {
         self.tasks().get(id).cloned()
     }

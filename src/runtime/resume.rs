@@ -38,7 +38,7 @@ impl Engine {
         let written = self
             .compare_and_set(task_id, Reader::Caller { owner, era }, |record| {
                 let Some(next) =
-                    transition::apply_answers(record, answers, self.now_ms(), self.lease_terms())
+                    transition::apply_answers(record, answers, self.now_ms(), self.run_terms())
                 else {
                     // Nothing outstanding was answered: ack and change
                     // nothing (R33, R40).
@@ -57,6 +57,12 @@ impl Engine {
         };
         if next.status != TaskStatus::Working {
             self.publish(prev.status, &next, self.registry.get(&next.id).as_ref());
+            return Ok(());
+        }
+        if self.queued() {
+            // A worker runs the next round.
+            self.publish(prev.status, &next, self.registry.get(&next.id).as_ref());
+            self.wake_workers();
             return Ok(());
         }
         let local = self.registry.get_or_track(&next);

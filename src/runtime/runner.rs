@@ -117,7 +117,7 @@ impl Engine {
     /// Drive the handler until the task is terminal or waits for input. A
     /// tripped token gives the handler the cancel grace to stop on its own;
     /// then its future is dropped (aborted).
-    async fn run<S>(
+    pub(super) async fn run<S>(
         self: Arc<Self>,
         svc: S,
         id: String,

@@ -193,6 +193,29 @@ pub(crate) fn orphan_rerun(record: &TaskRecord, now_ms: i64, lease: LeaseTerms<'
     next
 }
 
+/// The next version of a queued task that a worker claims: its lease, one
+/// fence more. Not a change clients see (`lastUpdatedAt` stays, as for a
+/// renewal); the run is the one that was queued (same round).
+pub(crate) fn claimed(record: &TaskRecord, lease: LeaseTerms<'_>) -> TaskRecord {
+    let mut next = record.clone();
+    next.version += 1;
+    next.lease = Some(lease.take_over(record.lease.as_ref()));
+    next
+}
+
+/// The next version of a `working` task whose runner shut down before its
+/// handler answered, failed with a message that says so.
+pub(crate) fn shut_down(record: &TaskRecord, now_ms: i64) -> TaskRecord {
+    let mut next = record.next_version(now_ms);
+    fail(
+        &mut next,
+        JsonRpcError::internal(
+            "the server running this task shut down before the task finished; it was not re-run",
+        ),
+    );
+    next
+}
+
 /// The next version of a `working` task whose handler set `message` as its
 /// status message.
 pub(crate) fn with_status_message(record: &TaskRecord, message: &str, now_ms: i64) -> TaskRecord {

@@ -4,6 +4,8 @@ use std::sync::Arc;
 
 #[cfg(feature = "postgres")]
 use super::PostgresStore;
+#[cfg(feature = "redis")]
+use super::RedisStore;
 #[cfg(feature = "sqlite")]
 use super::SqliteStore;
 use super::{Error, MemoryStore, Result, TaskStore};
@@ -15,8 +17,10 @@ use super::{Error, MemoryStore, Result, TaskStore};
 /// | `memory` | [`MemoryStore`] | — |
 /// | `sqlite:PATH`, `sqlite://PATH`, `sqlite::memory:` | `SqliteStore` (the file is created if missing) | `sqlite` |
 /// | `postgres://…`, `postgresql://…` | `PostgresStore` | `postgres` |
+/// | `redis://HOST[:PORT][/DB][?prefix=NAME]`, `rediss://…`, `valkey://…` | `RedisStore` | `redis` |
 ///
-/// SQL stores are migrated before this returns. A URL scheme this build has
+/// SQL stores are migrated before this returns; a Redis store has checked
+/// the server's eviction policy and loaded its scripts. A URL scheme this build has
 /// no feature for is [`Error::Unsupported`]; a database that cannot be
 /// opened is [`Error::Backend`].
 ///
@@ -52,7 +56,25 @@ pub async fn connect(url: &str) -> Result<Arc<dyn TaskStore>> {
             "postgres:// URLs in a build without the `postgres` feature",
         ));
     }
+    if [
+        "redis://",
+        "rediss://",
+        "valkey://",
+        "valkeys://",
+        "redis+unix://",
+        "valkey+unix://",
+    ]
+    .iter()
+    .any(|scheme| url.starts_with(scheme))
+    {
+        #[cfg(feature = "redis")]
+        return Ok(Arc::new(RedisStore::connect(url).await?));
+        #[cfg(not(feature = "redis"))]
+        return Err(Error::Unsupported(
+            "redis:// URLs in a build without the `redis` feature",
+        ));
+    }
     Err(Error::Unsupported(
-        "URLs other than memory, sqlite:PATH and postgres://…",
+        "URLs other than memory, sqlite:PATH, postgres://… and redis://…",
     ))
 }

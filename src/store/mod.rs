@@ -66,11 +66,16 @@ use crate::protocol::{InputRequest, InputResponses, TaskStatus};
 pub mod conformance;
 mod connect;
 mod memory;
+#[cfg(feature = "redis")]
+mod redis;
 #[cfg(feature = "seal")]
 mod sealed;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod sql;
 
+#[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+pub use self::redis::{InvalidPrefix, RedisOptions, RedisStore, DEFAULT_PREFIX};
 pub use connect::connect;
 pub use memory::MemoryStore;
 #[cfg(feature = "seal")]
@@ -104,6 +109,21 @@ pub enum TaskChange {
     /// Changes may have been lost (the store's notification connection
     /// dropped, say): re-read whatever is being watched.
     Missed,
+}
+
+/// A change as the stores that announce them write it,
+/// `"<version> <status> <id>"` (PostgreSQL's trigger, Redis's scripts).
+#[cfg(any(feature = "postgres", feature = "redis"))]
+pub(crate) fn parse_change(payload: &str) -> Option<TaskChange> {
+    let mut parts = payload.splitn(3, ' ');
+    let version = parts.next()?.parse().ok()?;
+    let status = TaskStatus::from_wire(parts.next()?)?;
+    let id = parts.next()?.to_owned();
+    Some(TaskChange::Updated {
+        id,
+        version,
+        status,
+    })
 }
 
 /// A boxed, `Send` future: what the object-safe [`TaskStore`] methods return.
@@ -261,6 +281,20 @@ pub struct Lease {
     pub fence: u64,
     /// Until when the lease holds without renewal (Unix milliseconds).
     pub until_ms: i64,
+}
+
+impl Lease {
+    /// The holder of a task queued for a worker
+    /// ([`Execution::Queued`](crate::Execution::Queued)): no replica runs
+    /// it, and its `until_ms` (already past: the time it was queued, less
+    /// one millisecond) orders the queue. A store may index it to answer
+    /// [`TaskStore::runnable`] without a scan.
+    pub const QUEUED: &'static str = "~queued";
+
+    /// Whether the task waits in the queue for a worker.
+    pub fn is_queued(&self) -> bool {
+        self.holder == Self::QUEUED
+    }
 }
 
 impl TaskRecord {
@@ -447,12 +481,23 @@ pub trait TaskStore: fmt::Debug + Send + Sync + 'static {
         ))))
     }
 
+    /// At most `limit` `working` records a worker may claim now, oldest
+    /// lease end first: those queued for a worker
+    /// ([`Lease::QUEUED`]) and, in a shared store, those whose runner died.
+    /// By default the [`orphans`](TaskStore::orphans), which include both
+    /// (a queued record's lease has already run out). A store that cannot
+    /// find orphans (it lives in one process) may answer with its queued
+    /// records alone.
+    fn runnable(&self, now_ms: i64, limit: usize) -> BoxFuture<'_, Result<Vec<Arc<TaskRecord>>>> {
+        self.orphans(now_ms, limit)
+    }
+
     /// A feed of the changes written to this store by every replica, for
     /// stores shared between processes that can report them (PostgreSQL's
-    /// `LISTEN`/`NOTIFY`); `None` (the default) when they cannot. Called
-    /// from inside a tokio runtime, once per layer. A receiver that lags
-    /// behind should act as on [`TaskChange::Missed`]. Optional: the lease
-    /// heartbeat reaches the same state, only later.
+    /// `LISTEN`/`NOTIFY`, Redis pub/sub); `None` (the default) when they
+    /// cannot. Called from inside a tokio runtime, once per layer. A
+    /// receiver that lags behind should act as on [`TaskChange::Missed`].
+    /// Optional: the lease heartbeat reaches the same state, only later.
     fn changes(&self) -> Option<tokio::sync::broadcast::Receiver<TaskChange>> {
         None
     }
@@ -507,6 +552,9 @@ impl<T: TaskStore + ?Sized> TaskStore for Arc<T> {
     }
     fn orphans(&self, now_ms: i64, limit: usize) -> BoxFuture<'_, Result<Vec<Arc<TaskRecord>>>> {
         (**self).orphans(now_ms, limit)
+    }
+    fn runnable(&self, now_ms: i64, limit: usize) -> BoxFuture<'_, Result<Vec<Arc<TaskRecord>>>> {
+        (**self).runnable(now_ms, limit)
     }
     fn changes(&self) -> Option<tokio::sync::broadcast::Receiver<TaskChange>> {
         (**self).changes()

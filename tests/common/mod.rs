@@ -3,7 +3,13 @@
 
 #[cfg(feature = "postgres")]
 pub mod faults;
+#[cfg(feature = "postgres")]
 pub mod pg;
+pub mod process;
+#[cfg(feature = "redis")]
+pub mod redis_db;
+#[cfg(feature = "http-client")]
+pub mod remote;
 #[cfg(feature = "axum")]
 pub mod wire;
 
@@ -23,6 +29,29 @@ use tower::util::BoxCloneSyncService;
 use tower::{ServiceBuilder, ServiceExt};
 
 pub const TASKS: &str = "io.modelcontextprotocol/tasks";
+
+/// Whether this is CI (`CI=true`), where a test must not skip for want of
+/// a server.
+pub fn ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
+}
+
+/// A test server's URL from the environment variable `var`, or `None`
+/// (after a note) when it is not set outside CI; under CI a missing URL
+/// fails the test. `how` says what sets it.
+pub fn server_url(var: &str, engine: &str, how: &str) -> Option<String> {
+    match std::env::var(var) {
+        Ok(url) if !url.trim().is_empty() => Some(url),
+        _ => {
+            assert!(
+                !ci(),
+                "CI=true but {var} is not set: .ci/run must start {engine} ({how})"
+            );
+            eprintln!("note: skipping a {engine} test: {var} is not set ({how})");
+            None
+        }
+    }
+}
 
 /// `_meta` of a 2026-07-28 request, declaring the tasks extension or not.
 pub fn meta(tasks: bool) -> Value {

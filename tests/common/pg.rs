@@ -9,22 +9,11 @@ use mcp_task_layer::store::{PostgresStore, SqlOptions};
 /// The test database, or `None` (after a note) when not configured
 /// outside CI.
 pub fn url() -> Option<String> {
-    match std::env::var("MCP_TASKS_POSTGRES_URL") {
-        Ok(url) if !url.trim().is_empty() => Some(url),
-        _ => {
-            let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
-            assert!(
-                !ci,
-                "CI=true but MCP_TASKS_POSTGRES_URL is not set: .ci/run must start \
-                 PostgreSQL (source .ci/postgres.sh; mcp_pg_start)"
-            );
-            eprintln!(
-                "note: skipping a PostgreSQL test: MCP_TASKS_POSTGRES_URL is not set \
-                 (bash .ci/postgres.sh prints one)"
-            );
-            None
-        }
-    }
+    super::server_url(
+        "MCP_TASKS_POSTGRES_URL",
+        "PostgreSQL",
+        "source .ci/postgres.sh; mcp_pg_start",
+    )
 }
 
 /// Fresh, unique table names for one test, dropped when it ends well.

@@ -3,6 +3,10 @@
 //! keeps its tasks across a restart on a SQLite file. Each SQL engine has a
 //! module of its own (`sqlite`, `postgres`), and so has the restart.
 //!
+//! Redis tests read `MCP_TASKS_REDIS_URL` (`.ci/redis.sh`) the same way,
+//! each under key prefixes of its own; those that restart a server start
+//! one of their own.
+//!
 //! PostgreSQL tests read `MCP_TASKS_POSTGRES_URL` (`.ci/postgres.sh` starts
 //! a private cluster and prints it). Without it they print a note and pass,
 //! except under `CI=true`, where a missing URL fails them. Each PostgreSQL
@@ -11,7 +15,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "redis"))]
 use std::sync::Arc;
 
 use mcp_task_layer::store::{conformance, Era, Error, MemoryStore, TaskRecord, TaskStore};
@@ -34,7 +38,11 @@ async fn connect_memory_and_unknown_urls() {
     let store = mcp_task_layer::store::connect("memory").await.unwrap();
     store.create(record("m1", None, T0, None)).await.unwrap();
     assert!(store.get("m1", T0).await.unwrap().is_some());
-    for url in ["redis://127.0.0.1/", "tasks.db", ""] {
+    let mut unsupported = vec!["tasks.db", "", "mysql://127.0.0.1/"];
+    if cfg!(not(feature = "redis")) {
+        unsupported.push("redis://127.0.0.1/");
+    }
+    for url in unsupported {
         match mcp_task_layer::store::connect(url).await {
             Err(Error::Unsupported(_)) => {}
             other => panic!("{url:?} must be Unsupported, got {other:?}"),
@@ -45,7 +53,7 @@ async fn connect_memory_and_unknown_urls() {
 /// Several stores on one table (replicas): concurrent reapers split the
 /// expired rows between them, each reported once; racing writers from
 /// different stores have one winner.
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "redis"))]
 async fn replicas_share_one_table<S: TaskStore + Clone>(replicas: Vec<S>) {
     use std::collections::BTreeSet;
 
@@ -113,7 +121,7 @@ async fn replicas_share_one_table<S: TaskStore + Clone>(replicas: Vec<S>) {
 
 /// What JSON can hold comes back exactly: NUL and non-ASCII text, big and
 /// fractional numbers, nested results, every optional field set.
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "redis"))]
 async fn records_round_trip_exactly<S: TaskStore>(store: S) {
     use mcp_task_layer::store::TaskOutcome;
     use mcp_task_layer::JsonText;
@@ -161,7 +169,7 @@ async fn records_round_trip_exactly<S: TaskStore>(store: S) {
 }
 
 /// Tasks without an owner list apart from owned ones, newest first, paged.
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "redis"))]
 async fn unowned_tasks_list_apart<S: TaskStore>(store: S) {
     for i in 0..4 {
         store
@@ -195,8 +203,79 @@ async fn unowned_tasks_list_apart<S: TaskStore>(store: S) {
         .is_empty());
 }
 
+#[cfg(any(feature = "postgres", feature = "redis"))]
+/// What the change feed announces: every write a client can see, a partial
+/// answer in the same millisecond (same status, same `updated_at_ms`)
+/// included; not a lease renewal.
+async fn announces_every_visible_write<S: TaskStore>(store: &S) {
+    use mcp_task_layer::store::{Lease, PendingInput, TaskChange};
+    use mcp_task_layer::{InputRequest, TaskStatus};
+    use tokio::sync::broadcast::Receiver;
+
+    async fn next(feed: &mut Receiver<TaskChange>) -> TaskChange {
+        tokio::time::timeout(std::time::Duration::from_secs(10), feed.recv())
+            .await
+            .expect("a change within 10 s")
+            .expect("the feed is open")
+    }
+    let updated = |id: &str, version, status| TaskChange::Updated {
+        id: id.into(),
+        version,
+        status,
+    };
+    let mut feed = store.changes().expect("a change feed");
+    assert_eq!(
+        next(&mut feed).await,
+        TaskChange::Missed,
+        "the feed is listening"
+    );
+    let mut asking = record("asking", Some("alice"), T0, None);
+    asking.status = TaskStatus::InputRequired;
+    for key in ["a", "b"] {
+        let request = InputRequest::new("elicitation/create", serde_json::Map::new());
+        let pending = PendingInput {
+            inner_key: key.into(),
+            request,
+        };
+        asking.input_requests.insert(key.into(), pending);
+    }
+    store.create(asking.clone()).await.unwrap();
+    let mut partial = asking.next_version(T0);
+    partial.input_requests.remove("a");
+    store.replace(partial, 1).await.unwrap();
+    assert_eq!(
+        next(&mut feed).await,
+        updated("asking", 2, TaskStatus::InputRequired),
+        "a partial answer in the same millisecond"
+    );
+    let mut running = record("running", Some("alice"), T0, None);
+    running.lease = Some(Lease {
+        holder: "a".into(),
+        fence: 1,
+        until_ms: T0 + 30_000,
+    });
+    store.create(running.clone()).await.unwrap();
+    let mut renewed = running.clone();
+    renewed.version = 2;
+    if let Some(lease) = &mut renewed.lease {
+        lease.until_ms = T0 + 40_000;
+    }
+    store.replace(renewed.clone(), 1).await.unwrap();
+    let mut cancel = renewed.clone();
+    cancel.version = 3;
+    cancel.cancel_requested = true;
+    store.replace(cancel, 2).await.unwrap();
+    assert_eq!(
+        next(&mut feed).await,
+        updated("running", 3, TaskStatus::Working),
+        "the renewal (version 2) is not announced; a cancel request is"
+    );
+}
+
 #[cfg(feature = "postgres")]
 mod postgres;
+#[cfg(feature = "redis")]
+mod redis;
 #[cfg(feature = "sqlite")]
 mod restart;
 #[cfg(feature = "seal")]

@@ -15,6 +15,7 @@ use crate::jsonrpc::{JsonRpcError, JsonRpcRequest, JsonRpcResponse, RequestId};
 use crate::limits::Limits;
 use crate::peer::Peer;
 use crate::protocol::InputResponses;
+use crate::protocol::TaskStatus;
 use crate::runtime::answer::{is_mrtr, HandlerAnswer};
 use crate::runtime::detach::run_to_completion;
 use crate::runtime::engine::{Engine, InnerService};
@@ -23,8 +24,9 @@ use crate::runtime::ids::new_task_id;
 use crate::runtime::registry::{LocalTask, Reservation};
 use crate::runtime::runner::{HandlerRun, InnerFuture};
 use crate::runtime::status::TaskHandle;
+use crate::runtime::watchers::TaskWatch;
 use crate::runtime::{transition, wire};
-use crate::store::{Era, TaskRecord};
+use crate::store::{Era, TaskOutcome, TaskRecord};
 
 /// Deepest nesting of `arguments` or `_meta` a task keeps: its record must
 /// read back through `serde_json`, which stops at 128 levels.
@@ -352,6 +354,99 @@ impl Engine {
         Ok(JsonRpcResponse::trusted_text(call.id, created))
     }
 }
+
+impl Engine {
+    /// A `tools/call` that becomes a task with queued execution: written
+    /// runnable for a worker, no handler run here. An `Auto` call waits up
+    /// to its window for a worker to finish the task and is then answered
+    /// synchronously with its result.
+    pub(crate) async fn queue_call<E>(
+        self: Arc<Self>,
+        mut call: TaskCandidate,
+        policy: TaskPolicy,
+    ) -> Result<JsonRpcResponse, E> {
+        let mut record = match self.new_record(&mut call) {
+            Ok(record) => record,
+            Err(e) => return Ok(JsonRpcResponse::error(call.id, e)),
+        };
+        record.lease = Some(self.queue_terms().take_over(None));
+        let record = Arc::new(record);
+        // Watched before the write: a worker may finish the task before
+        // this call reads it again.
+        let within = match policy {
+            TaskPolicy::Auto { within } if call.era != Era::Legacy => Some(within),
+            _ => None,
+        };
+        let mut watch = within.map(|_| self.hub.watchers.watch(&record.id));
+        if let Err(e) = self.store.create_shared(Arc::clone(&record)).await {
+            return Ok(JsonRpcResponse::error(call.id, store_failure(&e)));
+        }
+        let local = LocalTask::new(&record, call.token, call.peer);
+        info!(parent: &local.span, status = %record.status, "task created, queued");
+        call.reservation.commit(&record.id, local);
+        self.announce(&record);
+        crate::metrics::created(record.era);
+        self.wake_workers();
+        if let (Some(within), Some(watch)) = (within, watch.as_mut()) {
+            if let Some(resp) = self
+                .finished_within(&record.id, &call.id, within, watch)
+                .await
+            {
+                return Ok(resp);
+            }
+        }
+        Ok(JsonRpcResponse::trusted_text(
+            call.id,
+            wire::create_result(&record),
+        ))
+    }
+
+    /// The answer of a task that ends within `within`, as a synchronous
+    /// call would have had it; `None` if it does not.
+    async fn finished_within(
+        &self,
+        id: &str,
+        call_id: &Option<RequestId>,
+        within: std::time::Duration,
+        watch: &mut TaskWatch,
+    ) -> Option<JsonRpcResponse> {
+        let until = tokio::time::Instant::now() + within;
+        loop {
+            let found = self.store.get(id, self.now_ms()).await;
+            if tokio::time::Instant::now() >= until {
+                // A read that ends past the window (a busy store) answers
+                // with the task, as a handler ending late would.
+                return None;
+            }
+            if let Ok(Some(record)) = crate::store::opened_found(found) {
+                match (record.status, &record.outcome) {
+                    (TaskStatus::Completed | TaskStatus::Failed, Some(TaskOutcome::Result(r))) => {
+                        return Some(JsonRpcResponse::trusted_text(
+                            call_id.clone(),
+                            r.get().to_owned(),
+                        ));
+                    }
+                    (TaskStatus::Failed, Some(TaskOutcome::Error(e))) => {
+                        return Some(JsonRpcResponse::error(call_id.clone(), e.clone()));
+                    }
+                    _ => {}
+                }
+            }
+            // Without a change feed, a worker in another process is seen
+            // only by reading again.
+            let resync = self.resync_period().unwrap_or(within).min(RESYNC_WITHIN);
+            tokio::select! {
+                () = watch.changed() => {}
+                () = tokio::time::sleep(resync) => {}
+                () = tokio::time::sleep_until(until) => return None,
+            }
+        }
+    }
+}
+
+/// How often an `Auto` call of a queued task re-reads it while it waits,
+/// when the store reports no changes.
+const RESYNC_WITHIN: std::time::Duration = std::time::Duration::from_millis(20);
 
 #[cfg(test)]
 mod tests {

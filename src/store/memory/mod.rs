@@ -82,6 +82,9 @@ struct Shard {
     tasks: HashMap<Id, Slot, Hasher64>,
     /// `(expires_at_ms, id)` for every record with a TTL.
     expiry: BTreeSet<(i64, Id)>,
+    /// `(queued at, id)` for every record waiting for a worker: only
+    /// queued execution writes here.
+    queue: BTreeSet<(i64, Id)>,
 }
 
 impl Default for MemoryStore {
@@ -138,6 +141,7 @@ impl MemoryStore {
         let era = record.era;
         let created = record.created_at_ms;
         let expires = record.expires_at_ms();
+        let queued = slot::queued_at(&record);
         // Allocate outside the lock.
         let id = Id::new(&record.id);
         let lock = self.shard(&id);
@@ -152,6 +156,9 @@ impl MemoryStore {
             if let Some(at) = expires {
                 shard.expiry.insert((at, id.clone()));
             }
+            if let Some(at) = queued {
+                shard.queue.insert((at, id.clone()));
+            }
         }
         write(self.owner_shard(owner.as_deref()))
             .entry((owner, era))
@@ -162,6 +169,7 @@ impl MemoryStore {
 
     fn replace_now(&self, record: Arc<TaskRecord>, expected_version: u64) -> Result<()> {
         let new_exp = record.expires_at_ms();
+        let new_queued = slot::queued_at(&record);
         let id = Id::new(&record.id);
         let lock = self.shard(&id);
         // Compact a finished record before taking the lock.
@@ -171,13 +179,26 @@ impl MemoryStore {
         };
         let old = {
             let mut guard = write(lock);
-            let Shard { tasks, expiry } = &mut *guard;
+            let Shard {
+                tasks,
+                expiry,
+                queue,
+            } = &mut *guard;
             let slot = match tasks.get_mut(&id) {
                 None => return Err(Error::NotFound),
                 Some(slot) if slot.version() != expected_version => return Err(Error::Conflict),
                 Some(slot) => slot,
             };
             let old_exp = slot.expires_at_ms();
+            let old_queued = slot.queued_at();
+            if old_queued != new_queued {
+                if let Some(at) = old_queued {
+                    queue.remove(&(at, id.clone()));
+                }
+                if let Some(at) = new_queued {
+                    queue.insert((at, id.clone()));
+                }
+            }
             if old_exp != new_exp {
                 if let Some(at) = old_exp {
                     expiry.remove(&(at, id.clone()));
@@ -225,6 +246,9 @@ impl MemoryStore {
                     };
                     taken += 1;
                     if let Some(slot) = shard.tasks.remove(&id) {
+                        if let Some(at) = slot.queued_at() {
+                            shard.queue.remove(&(at, id.clone()));
+                        }
                         let owner = slot.owner().map(str::to_owned);
                         let index = self.owner_shard_index(owner.as_deref());
                         let key = (owner, slot.era());
@@ -263,6 +287,21 @@ impl MemoryStore {
         }
         gone.into_iter()
             .map(|(_, _, _, id)| id.as_str().to_owned())
+            .collect()
+    }
+
+    /// The oldest `limit` queued records, across shards.
+    fn runnable_now(&self, now_ms: i64, limit: usize) -> Vec<Arc<TaskRecord>> {
+        let mut heads: Vec<(i64, Id)> = Vec::new();
+        for lock in self.inner.shards.iter() {
+            heads.extend(read(lock).queue.iter().take(limit).cloned());
+        }
+        heads.sort_unstable();
+        heads
+            .iter()
+            .filter_map(|(_, id)| self.get_now(id.as_str(), now_ms))
+            .filter(|r| slot::queued_at(r).is_some())
+            .take(limit)
             .collect()
     }
 
@@ -365,6 +404,12 @@ impl TaskStore for MemoryStore {
         Box::pin(std::future::ready(Ok(
             self.delete_expired_now(now_ms, limit)
         )))
+    }
+
+    /// Queued records only: in one process, a task's runner cannot die
+    /// without the store.
+    fn runnable(&self, now_ms: i64, limit: usize) -> BoxFuture<'_, Result<Vec<Arc<TaskRecord>>>> {
+        Box::pin(std::future::ready(Ok(self.runnable_now(now_ms, limit))))
     }
 
     fn list<'a>(

@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use super::compact::Done;
+use crate::protocol::TaskStatus;
 use crate::store::{Era, TaskRecord};
 
 /// A stored record: as the layer wrote it, or compact once finished.
@@ -56,6 +57,14 @@ impl Slot {
         ttl.map(|ttl| created.saturating_add(i64::try_from(ttl).unwrap_or(i64::MAX)))
     }
 
+    /// When the task was queued for a worker, if it waits for one.
+    pub(super) fn queued_at(&self) -> Option<i64> {
+        match self {
+            Slot::Full(r) => queued_at(r),
+            Slot::Done(_) => None,
+        }
+    }
+
     pub(super) fn is_expired(&self, now_ms: i64) -> bool {
         self.expires_at_ms().is_some_and(|at| at <= now_ms)
     }
@@ -84,5 +93,13 @@ impl SlotCopy {
             SlotCopy::Full(r) => r,
             SlotCopy::Done(d) => Arc::new(d.record(id)),
         }
+    }
+}
+
+/// The queue position of a record that waits for a worker: its lease end.
+pub(super) fn queued_at(r: &TaskRecord) -> Option<i64> {
+    match &r.lease {
+        Some(l) if r.status == TaskStatus::Working && l.is_queued() => Some(l.until_ms),
+        _ => None,
     }
 }

@@ -144,6 +144,10 @@ impl<S: TaskStore> TaskStore for SealedStore<S> {
         Box::pin(async move { Ok(self.open_all(self.inner.orphans(now_ms, limit).await?)) })
     }
 
+    fn runnable(&self, now_ms: i64, limit: usize) -> BoxFuture<'_, Result<Vec<Arc<TaskRecord>>>> {
+        Box::pin(async move { Ok(self.open_all(self.inner.runnable(now_ms, limit).await?)) })
+    }
+
     fn changes(&self) -> Option<tokio::sync::broadcast::Receiver<TaskChange>> {
         self.inner.changes()
     }

@@ -14,8 +14,7 @@ use sqlx::{Connection, Postgres};
 use super::core::SqlCore;
 use super::dialect::{Dialect, Engine};
 use super::options::SqlOptions;
-use crate::protocol::TaskStatus;
-use crate::store::{BoxFuture, Error, Result, TaskChange};
+use crate::store::{parse_change, BoxFuture, Error, Result, TaskChange};
 
 /// Default pool size.
 const CONNECTIONS: u32 = 10;
@@ -111,6 +110,15 @@ impl Engine for Postgres {
                  WHEN (OLD.status IS DISTINCT FROM NEW.status \
                  OR OLD.updated_at_ms IS DISTINCT FROM NEW.updated_at_ms \
                  OR OLD.lease_until_ms IS NOT DISTINCT FROM NEW.lease_until_ms) \
+                 EXECUTE FUNCTION \"{n}_notify\"()",
+            ],
+            &[
+                // 5: a task created queued for a worker (its lease ended
+                // before it was made) is announced, so idle workers wake at
+                // once; other inserts stay silent, as before.
+                "DROP TRIGGER IF EXISTS \"{n}_queued\" ON {t}",
+                "CREATE TRIGGER \"{n}_queued\" AFTER INSERT ON {t} FOR EACH ROW \
+                 WHEN (NEW.lease_until_ms < NEW.created_at_ms) \
                  EXECUTE FUNCTION \"{n}_notify\"()",
             ],
         ],
@@ -310,19 +318,6 @@ async fn listen(
             }
         }
     }
-}
-
-/// `"<version> <status> <id>"`, as the trigger of migration 3 writes it.
-fn parse_change(payload: &str) -> Option<TaskChange> {
-    let mut parts = payload.splitn(3, ' ');
-    let version = parts.next()?.parse().ok()?;
-    let status = TaskStatus::from_wire(parts.next()?)?;
-    let id = parts.next()?.to_owned();
-    Some(TaskChange::Updated {
-        id,
-        version,
-        status,
-    })
 }
 
 sql_task_store!(PostgresStore);

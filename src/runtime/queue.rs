@@ -1,0 +1,73 @@
+//! Queued execution ([`Execution::Queued`]): runs written to the store as
+//! runnable and claimed by a worker under a new fence.
+
+use std::sync::Arc;
+
+use super::engine::Engine;
+use super::transition::{self, LeaseTerms};
+use crate::config::{Execution, Recovery};
+use crate::protocol::TaskStatus;
+use crate::store::{Lease, TaskRecord};
+
+impl Engine {
+    /// Whether task handlers run on workers rather than here.
+    pub(crate) fn queued(&self) -> bool {
+        self.cfg.execution == Execution::Queued
+    }
+
+    /// The lease of a run written runnable: held by no replica, ended a
+    /// millisecond before now, so that workers find it at once and take
+    /// the oldest first.
+    pub(crate) fn queue_terms(&self) -> LeaseTerms<'static> {
+        LeaseTerms {
+            holder: Lease::QUEUED,
+            until_ms: self.now_ms().saturating_sub(1),
+        }
+    }
+
+    /// The lease a run that starts now takes: this replica's when it runs
+    /// the handler itself, the queue's otherwise.
+    pub(crate) fn run_terms(&self) -> LeaseTerms<'_> {
+        if self.queued() {
+            self.queue_terms()
+        } else {
+            self.lease_terms()
+        }
+    }
+
+    /// Wake this process's idle workers: a run was queued (here, or by
+    /// another replica as the change feed says), or may have been.
+    pub(crate) fn wake_workers(&self) {
+        self.hub.queue.notify_waiters();
+    }
+
+    /// Whether a worker of this replica may claim `record` now: queued, or
+    /// orphaned (its runner's lease ran out) when orphans are re-run.
+    pub(crate) fn claimable(&self, record: &TaskRecord) -> bool {
+        match &record.lease {
+            Some(lease) if record.status == TaskStatus::Working => {
+                lease.is_queued()
+                    || (self.cfg.recovery == Recovery::Rerun && lease.until_ms < self.now_ms())
+            }
+            _ => false,
+        }
+    }
+
+    /// Claim `record` for a run here: one compare-and-set from the version
+    /// read, so that of several workers exactly one wins.
+    /// A queued run keeps its round; an orphan's is a run again from the
+    /// top.
+    pub(crate) async fn claim(&self, record: &TaskRecord) -> Option<Arc<TaskRecord>> {
+        let queued = record.lease.as_ref().is_some_and(Lease::is_queued);
+        let next = Arc::new(if queued {
+            transition::claimed(record, self.lease_terms())
+        } else {
+            transition::orphan_rerun(record, self.now_ms(), self.lease_terms())
+        });
+        self.store
+            .replace_shared(Arc::clone(&next), record.version)
+            .await
+            .ok()?;
+        Some(next)
+    }
+}

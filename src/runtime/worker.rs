@@ -1,0 +1,320 @@
+//! [`TaskWorker`]: runs the handlers of tasks queued by layers with
+//! [`Execution::Queued`](crate::Execution::Queued), on any process that
+//! shares their store, and drains gracefully.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::task::{JoinHandle, JoinSet};
+use tower::ServiceExt;
+use tower_service::Service;
+use tracing::{info, warn, Instrument};
+
+use super::drain::DrainReport;
+use super::engine::Engine;
+use super::runner::{HandlerRun, InnerFuture};
+use crate::context::TaskResumeContext;
+use crate::jsonrpc::{JsonRpcRequest, JsonRpcResponse};
+use crate::store::{self, TaskRecord};
+
+/// Runs queued tasks' handlers: claims runnable tasks from the store with a
+/// lease and a new fence, calls the inner service with the same request,
+/// [`TaskResumeContext`], cancellation token and extensions as inline
+/// execution, writes the outcome under the fence, and is free again as
+/// soon as the handler answers or asks for input.
+///
+/// Made by [`TaskLayer::worker`](crate::TaskLayer::worker); a process may
+/// run workers and serve requests (one layer for both), or only one of
+/// the two. Claims go oldest first; [`with_owner_concurrency`](Self::with_owner_concurrency)
+/// keeps one owner from filling a worker. A worker wakes at once for runs
+/// queued in its own process or announced by the store's change feed
+/// (PostgreSQL), and otherwise looks every
+/// [poll interval](Self::with_poll_interval).
+///
+/// ```no_run
+/// # async fn doc(server: tower::util::BoxCloneService<mcp_task_layer::JsonRpcRequest, mcp_task_layer::JsonRpcResponse, std::convert::Infallible>) {
+/// use std::time::Duration;
+/// use mcp_task_layer::{Execution, MemoryStore, Recovery, TaskLayer};
+///
+/// let layer = TaskLayer::new(MemoryStore::new())
+///     .with_execution(Execution::Queued)
+///     .with_recovery(Recovery::Rerun);
+/// let worker = layer.worker(server).with_concurrency(8);
+/// let shutdown = async { let _ = tokio::signal::ctrl_c().await; };
+/// let report = worker.run(shutdown, Duration::from_secs(10)).await;
+/// println!("{report:?}");
+/// # }
+/// ```
+pub struct TaskWorker<S> {
+    engine: Arc<Engine>,
+    inner: S,
+    concurrency: usize,
+    owner_concurrency: Option<usize>,
+    poll_interval: Duration,
+}
+
+impl<S> fmt::Debug for TaskWorker<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TaskWorker")
+            .field("concurrency", &self.concurrency)
+            .field("owner_concurrency", &self.owner_concurrency)
+            .field("poll_interval", &self.poll_interval)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A run this worker holds.
+struct Claimed {
+    task_id: String,
+    owner: Option<String>,
+    fence: u64,
+}
+
+/// Runnable records read per claim round, beyond the free capacity: some
+/// belong to owners at their cap, and other workers win some claims.
+const CLAIM_SLACK: usize = 16;
+
+impl<S> TaskWorker<S>
+where
+    S: Service<JsonRpcRequest, Response = JsonRpcResponse> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+{
+    pub(crate) fn new(engine: Arc<Engine>, inner: S) -> Self {
+        TaskWorker {
+            engine,
+            inner,
+            concurrency: 16,
+            owner_concurrency: None,
+            poll_interval: Duration::from_secs(1),
+        }
+    }
+
+    /// How many handlers this worker runs at once (default 16, at least 1).
+    #[must_use]
+    pub fn with_concurrency(mut self, n: usize) -> Self {
+        self.concurrency = n.max(1);
+        self
+    }
+
+    /// How many handlers of one owner this worker runs at once (default:
+    /// no cap below [`with_concurrency`](Self::with_concurrency)). Older
+    /// runs of other owners are claimed past a capped owner's.
+    #[must_use]
+    pub fn with_owner_concurrency(mut self, n: usize) -> Self {
+        self.owner_concurrency = Some(n.max(1));
+        self
+    }
+
+    /// How often an idle worker looks for runnable tasks when nothing woke
+    /// it (default 1 s): the bound on a claim's delay without a change
+    /// feed, and the only store query an idle worker makes. With a feed
+    /// (PostgreSQL) queued runs wake the worker at once, and it looks
+    /// unwoken only every third of the lease TTL, for orphans.
+    #[must_use]
+    pub fn with_poll_interval(mut self, every: Duration) -> Self {
+        self.poll_interval = every.max(Duration::from_millis(1));
+        self
+    }
+
+    /// Claim and run tasks until `shutdown` completes, then drain: claim
+    /// nothing more, let running handlers finish for up to `deadline`, and
+    /// hand back the tasks of those still running by the layer's recovery
+    /// policy (runnable again at once, or failed with a message that says
+    /// the server shut down) instead of leaving them to their lease.
+    pub async fn run(self, shutdown: impl Future<Output = ()>, deadline: Duration) -> DrainReport {
+        let engine = Arc::clone(&self.engine);
+        engine.ensure_background();
+        let mut runs: JoinSet<()> = JoinSet::new();
+        let mut claimed: HashMap<tokio::task::Id, Claimed> = HashMap::new();
+        let mut shutdown = std::pin::pin!(shutdown);
+        // One claim round at a time, in the background: runs that end while
+        // it is out are claimed for together by the next one.
+        let mut round: Option<JoinHandle<Vec<Arc<TaskRecord>>>> = None;
+        let mut look = true;
+        loop {
+            // Listening before the round reads the store: a run queued
+            // meanwhile still wakes this loop.
+            let wake = engine.hub.queue.notified();
+            let mut wake = std::pin::pin!(wake);
+            wake.as_mut().enable();
+            let free = self.concurrency.saturating_sub(claimed.len());
+            if look && round.is_none() && free > 0 {
+                round = Some(tokio::spawn(self.claim_round(free, &claimed)));
+                look = false;
+            }
+            tokio::select! {
+                biased;
+                () = &mut shutdown => break,
+                won = async { round.as_mut().expect("a round").await }, if round.is_some() => {
+                    round = None;
+                    let won = won.unwrap_or_default();
+                    // A full round may have left more behind.
+                    look |= won.len() >= free;
+                    for next in won {
+                        self.start_run(&next, &mut runs, &mut claimed);
+                    }
+                }
+                Some(done) = runs.join_next_with_id(), if !runs.is_empty() => {
+                    claimed.remove(&done.map_or_else(|e| e.id(), |(id, ())| id));
+                    look = true;
+                }
+                () = &mut wake => look = true,
+                () = tokio::time::sleep(self.idle_poll()) => look = true,
+            }
+        }
+        info!(running = claimed.len(), "worker draining");
+        let mut report = DrainReport::default();
+        // What a round out at shutdown won is handed back unrun.
+        if let Some(round) = round {
+            for next in round.await.unwrap_or_default() {
+                let fence = next.lease.as_ref().map_or(0, |l| l.fence);
+                report.count(engine.hand_back(&next.id, Some(fence)).await);
+            }
+        }
+        let until = tokio::time::Instant::now() + deadline;
+        while !runs.is_empty() {
+            tokio::select! {
+                Some(done) = runs.join_next_with_id() => {
+                    claimed.remove(&done.map_or_else(|e| e.id(), |(id, ())| id));
+                    report.finished += 1;
+                }
+                () = tokio::time::sleep_until(until) => break,
+            }
+        }
+        for (_, run) in claimed.drain() {
+            report.count(engine.hand_back(&run.task_id, Some(run.fence)).await);
+        }
+        // Their tasks are handed back: what is left of the runs stops now.
+        runs.shutdown().await;
+        info!(?report, "worker drained");
+        report
+    }
+
+    /// How long an idle worker waits before it looks again unwoken: the
+    /// poll interval, or with a change feed (which wakes it for every
+    /// queued run) a heartbeat period, which only orphans need (a lease
+    /// that runs out announces nothing).
+    fn idle_poll(&self) -> Duration {
+        if self
+            .engine
+            .hub
+            .has_feed
+            .load(std::sync::atomic::Ordering::Acquire)
+        {
+            self.poll_interval.max(self.engine.cfg.heartbeat_period())
+        } else {
+            self.poll_interval
+        }
+    }
+
+    /// A claim round: up to `free` runnable tasks, oldest first, within the
+    /// owners' caps, claimed at once (one round trip for the round, not one
+    /// per task); the ones this worker won.
+    fn claim_round(
+        &self,
+        free: usize,
+        claimed: &HashMap<tokio::task::Id, Claimed>,
+    ) -> impl Future<Output = Vec<Arc<TaskRecord>>> + Send + 'static {
+        let engine = Arc::clone(&self.engine);
+        let cap = self.owner_concurrency;
+        let running: Vec<(String, Option<String>)> = claimed
+            .values()
+            .map(|c| (c.task_id.clone(), c.owner.clone()))
+            .collect();
+        async move {
+            let found = match engine
+                .store
+                .runnable(engine.now_ms(), free + CLAIM_SLACK)
+                .await
+            {
+                Ok(found) => found,
+                Err(e) => {
+                    warn!(error = %e, "cannot look for runnable tasks; will retry");
+                    return Vec::new();
+                }
+            };
+            // Workers read the same oldest runs: each takes them from a
+            // random place among them (oldest first, within the window), so
+            // that workers do not all claim the same rows.
+            let mut found = found;
+            if found.len() > free {
+                let mut seed = [0u8; 4];
+                if getrandom::fill(&mut seed).is_ok() {
+                    let start = u32::from_le_bytes(seed) as usize % found.len();
+                    found.rotate_left(start);
+                }
+            }
+            let mut picks: Vec<Arc<TaskRecord>> = Vec::with_capacity(free);
+            for record in found.into_iter().map(store::opened) {
+                if picks.len() >= free {
+                    break;
+                }
+                let taken = running.iter().any(|(id, _)| *id == record.id);
+                if taken || !engine.claimable(&record) {
+                    continue;
+                }
+                if let Some(cap) = cap {
+                    let owners = running.iter().filter(|(_, o)| *o == record.owner).count()
+                        + picks.iter().filter(|p| p.owner == record.owner).count();
+                    if owners >= cap {
+                        continue;
+                    }
+                }
+                picks.push(record);
+            }
+            let mut claims = JoinSet::new();
+            for record in picks {
+                let engine = Arc::clone(&engine);
+                claims.spawn(async move { engine.claim(&record).await });
+            }
+            let mut won = Vec::new();
+            while let Some(claim) = claims.join_next().await {
+                // Another worker won it, or the claim failed: a later round.
+                if let Ok(Some(next)) = claim {
+                    won.push(next);
+                }
+            }
+            won
+        }
+    }
+
+    /// Run a task this worker claimed.
+    fn start_run(
+        &self,
+        next: &TaskRecord,
+        runs: &mut JoinSet<()>,
+        claimed: &mut HashMap<tokio::task::Id, Claimed>,
+    ) {
+        let engine = &self.engine;
+        let local = engine.registry.rerun(next);
+        let mut request = engine.resume_request(next, &local.token);
+        if next.round == 0 {
+            // A first run is no resume, as inline.
+            request.extensions.remove::<TaskResumeContext>();
+        }
+        let fence = next.lease.as_ref().map_or(0, |l| l.fence);
+        let span = local.span.clone();
+        info!(parent: &span, fence, "task claimed");
+        let fut: InnerFuture<S::Error> = Box::pin(self.inner.clone().oneshot(request));
+        let run = Arc::clone(engine).run(
+            self.inner.clone(),
+            next.id.clone(),
+            local,
+            fut,
+            HandlerRun::fenced(fence),
+        );
+        let handle = runs.spawn(run.instrument(span));
+        claimed.insert(
+            handle.id(),
+            Claimed {
+                task_id: next.id.clone(),
+                owner: next.owner.clone(),
+                fence,
+            },
+        );
+    }
+}

@@ -1,0 +1,148 @@
+//! The Lua scripts: every write, and every read that walks an index, is one
+//! script, so it runs atomically on the server. `redis::Script` runs them by
+//! `EVALSHA` and loads them again when the server answers `NOSCRIPT` (after
+//! a restart or a failover).
+//!
+//! A task is the hash `<prefix>:task:{<id>}`: `v` (version), `rec` (the
+//! record's JSON), `exp` (`expires_at_ms`, or empty), `lease` (the lease
+//! end of a `working` task, or empty), `st` (status), `upd`
+//! (`updated_at_ms`), and `lk`/`lm`, its list index and member there.
+
+use redis::Script;
+
+/// The write scripts' arguments. KEYS: task, expiry, leases, list. ARGV:
+/// id, expected version (empty for `create`), version, record, exp, lease,
+/// status, updated, list member, key TTL in ms (or empty), channel.
+///
+/// `create`: 1 if created, 0 if the id exists. Announced only for a task
+/// created queued for a worker (its lease ended before it was made), so
+/// idle workers wake at once, as PostgreSQL's migration 5 does.
+const CREATE: &str = r"
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+redis.call('HSET', KEYS[1], 'v', ARGV[3], 'rec', ARGV[4], 'exp', ARGV[5], 'lease', ARGV[6],
+    'st', ARGV[7], 'upd', ARGV[8], 'lk', KEYS[4], 'lm', ARGV[9])
+if ARGV[5] ~= '' then redis.call('ZADD', KEYS[2], ARGV[5], ARGV[1]) end
+if ARGV[6] ~= '' then redis.call('ZADD', KEYS[3], ARGV[6], ARGV[1]) end
+redis.call('ZADD', KEYS[4], 0, ARGV[9])
+if ARGV[10] ~= '' then redis.call('PEXPIRE', KEYS[1], ARGV[10]) end
+if ARGV[6] ~= '' and tonumber(ARGV[6]) < tonumber(ARGV[8]) then
+    redis.call('PUBLISH', ARGV[11], ARGV[3] .. ' ' .. ARGV[7] .. ' ' .. ARGV[1])
+end
+return 1
+";
+
+/// `replace`, with `CREATE`'s arguments. 0: no such task; 1: another
+/// version; 2: replaced.
+///
+/// Announced on the channel as `<version> <status> <id>`: every write a
+/// client can see; not a lease renewal (a write that moves the lease and
+/// keeps status and `updated_at_ms`), as PostgreSQL's trigger decides.
+const REPLACE: &str = r"
+local old = redis.call('HMGET', KEYS[1], 'v', 'st', 'upd', 'lease', 'lk', 'lm')
+if not old[1] then return 0 end
+if old[1] ~= ARGV[2] then return 1 end
+redis.call('HSET', KEYS[1], 'v', ARGV[3], 'rec', ARGV[4], 'exp', ARGV[5], 'lease', ARGV[6],
+    'st', ARGV[7], 'upd', ARGV[8], 'lk', KEYS[4], 'lm', ARGV[9])
+if old[5] ~= KEYS[4] or old[6] ~= ARGV[9] then
+    if old[5] then redis.call('ZREM', old[5], old[6]) end
+    redis.call('ZADD', KEYS[4], 0, ARGV[9])
+end
+if ARGV[5] ~= '' then redis.call('ZADD', KEYS[2], ARGV[5], ARGV[1])
+else redis.call('ZREM', KEYS[2], ARGV[1]) end
+if ARGV[6] ~= '' then redis.call('ZADD', KEYS[3], ARGV[6], ARGV[1])
+else redis.call('ZREM', KEYS[3], ARGV[1]) end
+if ARGV[10] ~= '' then redis.call('PEXPIRE', KEYS[1], ARGV[10])
+else redis.call('PERSIST', KEYS[1]) end
+if old[2] ~= ARGV[7] or old[3] ~= ARGV[8] or old[4] == ARGV[6] then
+    redis.call('PUBLISH', ARGV[11], ARGV[3] .. ' ' .. ARGV[7] .. ' ' .. ARGV[1])
+end
+return 2
+";
+
+/// `delete_expired`. KEYS: expiry, leases. ARGV: now, limit, the task key
+/// head. The ids deleted: the whole batch is one script, so replicas
+/// reaping at once take disjoint batches.
+const REAP: &str = r"
+local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, ARGV[2])
+for _, id in ipairs(ids) do
+    local key = ARGV[3] .. id .. '}'
+    local index = redis.call('HMGET', key, 'lk', 'lm')
+    if index[1] then redis.call('ZREM', index[1], index[2]) end
+    redis.call('DEL', key)
+    redis.call('ZREM', KEYS[1], id)
+    redis.call('ZREM', KEYS[2], id)
+end
+return ids
+";
+
+/// `list`. KEYS: the list index. ARGV: now, limit, the exclusive upper
+/// bound (`+` or `(<member>`), the task key head. Records, newest first,
+/// skipping expired ones; members whose task is gone (deleted by the key
+/// TTL) are dropped from the index.
+const LIST: &str = r"
+local out, now, limit, max = {}, tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
+while #out < limit do
+    local batch = redis.call('ZREVRANGEBYLEX', KEYS[1], max, '-', 'LIMIT', 0, limit - #out)
+    if #batch == 0 then break end
+    for _, m in ipairs(batch) do
+        local r = redis.call('HMGET', ARGV[4] .. string.sub(m, 22) .. '}', 'rec', 'exp')
+        if not r[1] then redis.call('ZREM', KEYS[1], m)
+        elseif r[2] == '' or tonumber(r[2]) > now then out[#out + 1] = r[1] end
+        max = '(' .. m
+    end
+end
+return out
+";
+
+/// `orphans`. KEYS: leases. ARGV: now, limit, the task key head. `working`
+/// records whose lease ended before `now`, oldest lease first, skipping
+/// expired ones.
+const ORPHANS: &str = r"
+local out, now, limit, offset = {}, tonumber(ARGV[1]), tonumber(ARGV[2]), 0
+while #out < limit do
+    local batch = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. ARGV[1], 'LIMIT', offset, limit)
+    if #batch == 0 then break end
+    offset = offset + #batch
+    for _, id in ipairs(batch) do
+        local r = redis.call('HMGET', ARGV[3] .. id .. '}', 'rec', 'exp', 'st')
+        if r[1] and r[3] == 'working' and (r[2] == '' or tonumber(r[2]) > now) then
+            out[#out + 1] = r[1]
+            if #out == limit then break end
+        end
+    end
+end
+return out
+";
+
+/// The scripts, hashed once per store.
+#[derive(Debug)]
+pub(super) struct Scripts {
+    pub(super) create: Script,
+    pub(super) replace: Script,
+    pub(super) reap: Script,
+    pub(super) list: Script,
+    pub(super) orphans: Script,
+}
+
+impl Scripts {
+    pub(super) fn new() -> Self {
+        Scripts {
+            create: Script::new(CREATE),
+            replace: Script::new(REPLACE),
+            reap: Script::new(REAP),
+            list: Script::new(LIST),
+            orphans: Script::new(ORPHANS),
+        }
+    }
+
+    /// All of them, to load at connect.
+    pub(super) fn all(&self) -> [&Script; 5] {
+        [
+            &self.create,
+            &self.replace,
+            &self.reap,
+            &self.list,
+            &self.orphans,
+        ]
+    }
+}

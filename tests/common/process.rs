@@ -1,0 +1,91 @@
+//! The example server as a process of its own: built if missing, started
+//! with arguments, stopped with SIGTERM (a deploy) or SIGKILL (a crash).
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+/// `target/<profile>/examples/server`, built with `features` if missing
+/// (`cargo test --all-features` builds it already).
+pub fn server_binary(features: &str) -> PathBuf {
+    // target/<profile>/deps/<test>-<hash> → target/<profile>/examples/server
+    let exe = std::env::current_exe().expect("test executable");
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>");
+    let bin = profile_dir.join("examples").join("server");
+    if !bin.exists() {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let mut cmd = Command::new(cargo);
+        cmd.args(["build", "--example", "server", "--features", features])
+            .current_dir(env!("CARGO_MANIFEST_DIR"));
+        if profile_dir.file_name().is_some_and(|p| p == "release") {
+            cmd.arg("--release");
+        }
+        let status = cmd.status().expect("cargo build --example server");
+        assert!(status.success(), "building the example server failed");
+    }
+    bin
+}
+
+/// A running example server; SIGKILLed when dropped.
+pub struct Process {
+    child: Child,
+    /// What it printed first (`listening on URL`, `worker ready`).
+    pub first_line: String,
+}
+
+impl Process {
+    pub fn start(features: &str, args: &[String]) -> Process {
+        let mut child = Command::new(server_binary(features))
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start the example server");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut line = String::new();
+        BufReader::new(stdout)
+            .read_line(&mut line)
+            .expect("the server's first line");
+        Process {
+            child,
+            first_line: line.trim().to_owned(),
+        }
+    }
+
+    /// The URL of `listening on URL`.
+    pub fn url(&self) -> &str {
+        self.first_line
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("not an HTTP server: {:?}", self.first_line))
+    }
+
+    /// SIGTERM, as a deploy stops a process: it drains, then exits.
+    pub fn terminate(&self) {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .expect("kill -TERM");
+        assert!(status.success(), "kill -TERM failed");
+    }
+
+    /// Wait for the process to exit (after [`terminate`](Self::terminate)).
+    pub fn wait(mut self) {
+        self.child.wait().expect("reap the server");
+    }
+
+    /// SIGKILL: no shutdown code runs.
+    pub fn kill(mut self) {
+        self.child.kill().expect("SIGKILL");
+        self.child.wait().expect("reap the server");
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
