@@ -67,7 +67,12 @@ where
 
     fn call(&mut self, req: JsonRpcRequest) -> Self::Future {
         let tool = (req.method == "tools/call")
-            .then(|| req.params_object()?.get("name")?.as_str().map(str::to_owned))
+            .then(|| {
+                req.params_object()?
+                    .get("name")?
+                    .as_str()
+                    .map(str::to_owned)
+            })
             .flatten();
         let task = task_of(&req);
         if let Some(tool) = &tool {
