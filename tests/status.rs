@@ -99,8 +99,11 @@ struct Harness {
 
 impl Harness {
     fn on(store: impl TaskStore) -> Self {
+        Self::with(TaskLayer::new(store).with_default_policy(TaskPolicy::Task))
+    }
+
+    fn with(layer: TaskLayer) -> Self {
         let gate = Arc::new(Semaphore::new(0));
-        let layer = TaskLayer::new(store).with_default_policy(TaskPolicy::Task);
         let svc = BoxCloneSyncService::new(
             ServiceBuilder::new()
                 .layer(layer)
@@ -205,6 +208,47 @@ async fn a_running_handlers_messages_show_in_tasks_get_and_end_with_the_task() {
         done["result"]["content"][0]["text"], id,
         "the handle knew its task's id"
     );
+}
+
+/// Issue #18: a run on a worker (queued execution) has its handle too; its
+/// messages show on the front, where the call was accepted, and the id is
+/// the task's (the first run and the resume alike).
+#[tokio::test(start_paused = true)]
+async fn a_run_on_a_worker_has_a_handle_and_its_messages_show_on_the_front() {
+    let layer = TaskLayer::new(MemoryStore::new())
+        .with_default_policy(TaskPolicy::Task)
+        .with_execution(mcp_task_layer::Execution::Queued);
+    let h = Harness::with(layer.clone());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let worker = layer.worker(server(Arc::clone(&h.gate)));
+    let running = tokio::spawn(worker.run(
+        async {
+            let _ = stopped.await;
+        },
+        Duration::from_secs(1),
+    ));
+    let id = h.start("progress", json!({"steps": 2})).await;
+    for k in 1..=2 {
+        h.message_until(&id, &format!("step {k} of 2")).await;
+        h.gate.add_permits(1);
+    }
+    let done = h
+        .get_until(&id, "completed", |b| b["status"] == "completed")
+        .await;
+    assert_eq!(done["result"]["content"][0]["text"], id.as_str());
+    let asking = h.start("ask", json!({})).await;
+    h.get_until(&asking, "input_required", |b| {
+        b["status"] == "input_required"
+    })
+    .await;
+    let answer = json!({"taskId": asking, "inputResponses": {"go": {"action": "accept", "content": {}}},
+        "_meta": meta(true)});
+    ok(&h.send("tasks/update", answer, None).await);
+    h.message_until(&asking, &format!("resumed as {asking}"))
+        .await;
+    h.gate.add_permits(1);
+    let _ = stop.send(());
+    running.await.unwrap();
 }
 
 #[tokio::test(start_paused = true)]

@@ -175,6 +175,10 @@ enum Raw {
     #[cfg(feature = "postgres")]
     /// A PostgreSQL table's rows, as text.
     Postgres { url: String, table: String },
+    #[cfg(feature = "redis")]
+    /// Every key under a Redis key prefix: its hash fields and values, and
+    /// the members of its sorted sets.
+    Redis { url: String, prefix: String },
 }
 
 impl Raw {
@@ -202,6 +206,44 @@ impl Raw {
                 rows.iter()
                     .flat_map(|r| r.get::<String, _>(0).into_bytes())
                     .collect()
+            }
+            #[cfg(feature = "redis")]
+            Raw::Redis { url, prefix } => {
+                let mut conn = super::common::redis_db::connection(url).await;
+                let keys: Vec<String> = ::redis::cmd("KEYS")
+                    .arg(format!("{prefix}:*"))
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap();
+                assert!(!keys.is_empty());
+                let mut all = Vec::new();
+                for key in keys {
+                    let kind: String = ::redis::cmd("TYPE")
+                        .arg(&key)
+                        .query_async(&mut conn)
+                        .await
+                        .unwrap();
+                    let parts: Vec<Vec<u8>> = match kind.as_str() {
+                        "hash" => ::redis::cmd("HGETALL")
+                            .arg(&key)
+                            .query_async(&mut conn)
+                            .await
+                            .unwrap(),
+                        "zset" => ::redis::cmd("ZRANGE")
+                            .arg(&key)
+                            .arg(0)
+                            .arg(-1)
+                            .query_async(&mut conn)
+                            .await
+                            .unwrap(),
+                        _ => Vec::new(),
+                    };
+                    all.extend(key.into_bytes());
+                    for part in parts {
+                        all.extend(part);
+                    }
+                }
+                all
             }
         }
     }
@@ -547,5 +589,61 @@ mod on_postgres {
         tampered_records_fail_closed(|| tables.store(&b)).await;
         a_missing_key_fails_closed_and_comes_back(|| tables.store(&c)).await;
         tables.drop_all().await;
+    }
+}
+
+#[cfg(feature = "redis")]
+mod on_redis {
+    use super::super::common::redis_db::{url, Prefixes};
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn redis_conforms_through_sealing() {
+        let Some(url) = url() else { return };
+        let prefixes = Prefixes::new(&url, "sealconf");
+        let p = &prefixes;
+        conformance::run(
+            move || async move { SealedStore::new(p.store(&p.next()).await, ring(&[1])) },
+        )
+        .await;
+        prefixes.drop_all().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn redis_never_holds_a_secret_and_the_task_still_runs() {
+        let Some(url) = url() else { return };
+        let p = Prefixes::new(&url, "sealraw");
+        let prefix = p.next();
+        let reopen = || p.store(&prefix);
+        let raw = Raw::Redis {
+            url: url.clone(),
+            prefix: prefix.clone(),
+        };
+        secrets_never_reach_the_database(reopen, raw).await;
+        p.drop_all().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn redis_without_sealing_holds_the_secrets() {
+        let Some(url) = url() else { return };
+        let p = Prefixes::new(&url, "sealclear");
+        let prefix = p.next();
+        let raw = Raw::Redis {
+            url: url.clone(),
+            prefix: prefix.clone(),
+        };
+        in_clear_the_secrets_are_found(p.store(&prefix).await, raw).await;
+        p.drop_all().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn redis_keys_rotate_and_fail_closed() {
+        let Some(url) = url() else { return };
+        let p = Prefixes::new(&url, "sealkeys");
+        let (a, b, c) = (p.next(), p.next(), p.next());
+        keys_rotate(|| p.store(&a)).await;
+        tampered_records_fail_closed(|| p.store(&b)).await;
+        a_missing_key_fails_closed_and_comes_back(|| p.store(&c)).await;
+        p.drop_all().await;
     }
 }
