@@ -1,8 +1,12 @@
 # Sourced by the .ci scripts: build and run examples/server.rs (or the
 # example SERVER_EXAMPLE names, built with the features SERVER_FEATURES;
-# defaults: server and axum,stdio).
+# defaults: server and axum,stdio). SERVER_BUILD replaces the build's
+# profile and feature flags (default `--release --features
+# $SERVER_FEATURES`); .ci/run passes `--all-features`, the debug build that
+# `cargo test --all-features` has just made of both examples, so that CI
+# compiles no release build of the crate and its dependencies twice.
 #
-#   build_server OUT   cargo build --release --features $SERVER_FEATURES --example $SERVER_EXAMPLE;
+#   build_server OUT   cargo build $SERVER_BUILD --example $SERVER_EXAMPLE;
 #                      sets SERVER_BIN (the log is OUT/build.jsonl)
 #   start_server OUT   starts it on a free loopback port, waits at most
 #                      READY_TIMEOUT_S (default 30) seconds for its
@@ -20,8 +24,10 @@ SERVER_FEATURES="${SERVER_FEATURES:-axum,stdio}"
 build_server() {
   local out="$1"
   command -v cargo >/dev/null || die "cargo is not installed"
-  say "building examples/$SERVER_EXAMPLE.rs (release, features $SERVER_FEATURES)"
-  (cd "$ROOT" && cargo build --release --features "$SERVER_FEATURES" --example "$SERVER_EXAMPLE" \
+  local flags
+  read -ra flags <<<"${SERVER_BUILD:---release --features $SERVER_FEATURES}"
+  say "building examples/$SERVER_EXAMPLE.rs (cargo build ${flags[*]})"
+  (cd "$ROOT" && cargo build "${flags[@]}" --example "$SERVER_EXAMPLE" \
     --message-format=json-render-diagnostics) >"$out/build.jsonl"
   SERVER_BIN="$("$NODE" -e '
     const lines = require("fs").readFileSync(process.argv[1], "utf8").split("\n");
