@@ -4,14 +4,15 @@
 
 mod common;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
+use common::peer::{send_with_peer, TestPeer};
 use common::{accept, err, ok, Client};
 use mcp_task_layer::store::{BoxFuture, TaskRecord};
 use mcp_task_layer::{
-    ClientPeer, JsonRpcError, JsonRpcRequest, JsonRpcResponse, MemoryStore, Peer, TaskOwner,
-    TaskStatus, TaskStore,
+    ClientPeer, JsonRpcError, JsonRpcRequest, JsonRpcResponse, MemoryStore, Peer, TaskStatus,
+    TaskStore,
 };
 use serde_json::{json, Value};
 use tower::ServiceExt;
@@ -51,28 +52,6 @@ async fn wait_legacy(c: &mut Client, id: &str, status: TaskStatus) -> Value {
     }
 }
 
-/// A client end that answers every server→client request with `answer`
-/// and records what it was sent.
-#[derive(Clone, Default)]
-struct TestPeer {
-    sent: Arc<Mutex<Vec<(String, Value)>>>,
-}
-
-impl ClientPeer for TestPeer {
-    fn request(
-        &self,
-        method: String,
-        params: Value,
-    ) -> BoxFuture<'static, Result<Value, JsonRpcError>> {
-        self.sent.lock().unwrap().push((method, params.clone()));
-        Box::pin(async { Ok(json!({"action": "accept", "content": {"name": "Grace"}})) })
-    }
-    fn notify(&self, method: String, params: Value) -> BoxFuture<'static, ()> {
-        self.sent.lock().unwrap().push((method, params));
-        Box::pin(async {})
-    }
-}
-
 /// A client that takes input requests and never answers them.
 #[derive(Clone)]
 struct SilentPeer;
@@ -84,20 +63,6 @@ impl ClientPeer for SilentPeer {
     fn notify(&self, _: String, _: Value) -> BoxFuture<'static, ()> {
         Box::pin(async {})
     }
-}
-
-async fn send_with_peer(
-    c: &Client,
-    method: &str,
-    params: Value,
-    peer: &Arc<TestPeer>,
-) -> JsonRpcResponse {
-    let mut req = JsonRpcRequest::new(9_000, method, params);
-    req.extensions.insert(Peer::new(TestPeer::clone(peer)));
-    if let Some(owner) = &c.owner {
-        req.extensions.insert(TaskOwner::new(owner.clone()));
-    }
-    c.svc.clone().oneshot(req).await.unwrap()
 }
 
 #[tokio::test(start_paused = true)]

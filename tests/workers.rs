@@ -9,6 +9,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::peer::{send_with_peer, TestPeer};
 use common::{accept, eventually, layer_on, ok, server, Client, Seen};
 use mcp_task_layer::{DrainReport, Execution, MemoryStore, Recovery, TaskLayer, TaskStatus};
 use serde_json::json;
@@ -277,4 +278,147 @@ async fn an_inline_drain_fails_what_still_runs_at_the_deadline() {
         .as_str()
         .unwrap()
         .contains("shut down"));
+}
+
+/// The TaskEvent-ordered ids of the first `n` tasks to complete.
+async fn completion_order(
+    events: &mut tokio::sync::broadcast::Receiver<mcp_task_layer::TaskEvent>,
+    n: usize,
+) -> Vec<String> {
+    let mut done = Vec::new();
+    while done.len() < n {
+        let event = tokio::time::timeout(Duration::from_secs(3600), events.recv())
+            .await
+            .expect("a task event")
+            .expect("the event channel");
+        if event.status == TaskStatus::Completed {
+            done.push(event.task_id);
+        }
+    }
+    done
+}
+
+/// Tasks queued a millisecond or more apart run in the order they were
+/// queued, on a worker that runs one at a time (claims go oldest first).
+async fn runs_in_queue_order(layer: TaskLayer) {
+    let front = Client::new(layer.clone());
+    let mut events = layer.subscribe();
+    let mut ids = Vec::new();
+    for _ in 0..6 {
+        ids.push(front.start("slow", json!({ "ms": 5 })).await);
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let worker = Worker::start(&layer, 1, None);
+    assert_eq!(
+        completion_order(&mut events, 6).await,
+        ids,
+        "first queued, first run"
+    );
+    worker.drain().await;
+}
+
+/// Over a store without an atomic claim: a compare-and-set per run.
+#[tokio::test(start_paused = true)]
+async fn runs_are_claimed_in_the_order_they_were_queued() {
+    runs_in_queue_order(queued(MemoryStore::new(), Recovery::Fail)).await;
+}
+
+/// Over SQLite's claim in one transaction (`TaskStore::claim_runnable`).
+#[cfg(feature = "sqlite")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_are_claimed_in_the_order_they_were_queued_on_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite:{}", dir.path().join("tasks.db").display());
+    let store = mcp_task_layer::store::SqliteStore::connect(&url)
+        .await
+        .unwrap();
+    let layer = layer_on(store)
+        .with_execution(Execution::Queued)
+        .with_recovery(Recovery::Fail);
+    runs_in_queue_order(layer).await;
+}
+
+/// R58: a 2025-11-25 client hears the status of its task run by a worker
+/// as it would of a run on the front: the worker's run keeps the way back
+/// to the creating client.
+#[tokio::test(start_paused = true)]
+async fn r58_a_2025_client_hears_of_a_run_on_a_worker_of_its_replica() {
+    let layer = queued(MemoryStore::new(), Recovery::Fail);
+    let front = Client::new(layer.clone());
+    let peer = Arc::new(TestPeer::default());
+    let worker = Worker::start(&layer, 2, None);
+    let r = send_with_peer(
+        &front,
+        "tools/call",
+        json!({"name": "slow", "arguments": {"ms": 100}, "task": {}}),
+        &peer,
+    )
+    .await;
+    assert!(ok(&r)["task"]["taskId"].is_string(), "{r:?}");
+    eventually(
+        || peer.statuses().last().is_some_and(|s| s == "completed"),
+        "a completed notification",
+    )
+    .await;
+    worker.drain().await;
+}
+
+/// R58 across replicas: the front hears of the worker's writes through the
+/// store's change feed and tells the creating 2025-11-25 client, in order,
+/// once per status.
+#[cfg(feature = "redis")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r58_a_2025_client_hears_of_a_run_on_another_replicas_worker_over_redis() {
+    use common::redis_db::{url, Prefixes};
+
+    let Some(url) = url() else { return };
+    let prefixes = Prefixes::new(&url, "relay");
+    let prefix = prefixes.next();
+    let (front_store, worker_store) =
+        tokio::join!(prefixes.store(&prefix), prefixes.store(&prefix));
+    let front_layer = layer_on(front_store).with_execution(Execution::Queued);
+    let worker_layer = layer_on(worker_store).with_execution(Execution::Queued);
+    let front = Client::new(front_layer);
+    let peer = Arc::new(TestPeer::default());
+    let r = send_with_peer(
+        &front,
+        "tools/call",
+        json!({"name": "ask", "arguments": {}, "task": {}}),
+        &peer,
+    )
+    .await;
+    let id = ok(&r)["task"]["taskId"].as_str().unwrap().to_owned();
+    let worker = Worker::start(&worker_layer, 2, None);
+    eventually(
+        || {
+            peer.statuses()
+                .last()
+                .is_some_and(|s| s == "input_required")
+        },
+        "an input_required notification",
+    )
+    .await;
+    // Answered on the front (tasks/result asks on a stream of its own),
+    // resumed on the worker, completed there.
+    let result_stream = Arc::new(TestPeer::default());
+    let done = send_with_peer(
+        &front,
+        "tasks/result",
+        json!({"taskId": id}),
+        &result_stream,
+    )
+    .await;
+    assert_eq!(ok(&done)["content"][0]["text"], "Hello, Grace!");
+    eventually(
+        || peer.statuses().last().is_some_and(|s| s == "completed"),
+        "a completed notification",
+    )
+    .await;
+    assert_eq!(
+        peer.statuses(),
+        ["input_required", "working", "completed"],
+        "each status once, in order"
+    );
+    worker.drain().await;
+    prefixes.drop_all().await;
 }

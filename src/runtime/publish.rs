@@ -1,6 +1,7 @@
 //! Publishing a written change: the task's span, the event channels,
 //! 2025-11-25 status notifications, and changes other replicas made.
 
+use std::future::Future;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -82,6 +83,37 @@ impl Engine {
         }
     }
 
+    /// A 2025-11-25 task created here whose status another process wrote
+    /// (a worker ran it): its creator hears of it as of a run here. `None`
+    /// for every other change. The read and the notification are in the
+    /// order of the feed, so that the last status is the last one sent;
+    /// only a client that stops reading holds up the feed, and only while
+    /// the notification is queued for it (bounded, see the peer).
+    fn relay_status(&self, change: &TaskChange) -> Option<impl Future<Output = ()> + '_> {
+        let TaskChange::Updated { id, status, .. } = change else {
+            return None;
+        };
+        let local = self.registry.get(id)?;
+        let peer = local
+            .peer
+            .filter(|_| local.era == Era::Legacy && local.status != *status)?;
+        let id = id.clone();
+        Some(async move {
+            let id = id.as_str();
+            let found = crate::store::opened_found(self.store.get(id, self.now_ms()).await);
+            let Ok(Some(record)) = found else { return };
+            let seen = self.registry.get(id).map(|l| l.status);
+            if seen.is_none_or(|s| s == record.status) {
+                return;
+            }
+            self.registry.set_status(id, record.status);
+            let params = wire::legacy::task_value(&record);
+            // Queued at once while the client reads; sent in the background
+            // once it lags, so the feed goes on.
+            tokio::spawn(peer.notify("notifications/tasks/status".into(), params));
+        })
+    }
+
     /// How often a subscription re-reads its tasks when the store reports
     /// no changes (another process may write them): the lease heartbeat's
     /// period.
@@ -99,6 +131,9 @@ pub(crate) async fn change_loop(weak: Weak<Engine>, mut feed: broadcast::Receive
             Err(broadcast::error::RecvError::Closed) => return,
         };
         let Some(engine) = weak.upgrade() else { return };
+        if let Some(relay) = engine.relay_status(&change) {
+            relay.await;
+        }
         engine.on_change(change);
     }
 }

@@ -53,17 +53,22 @@ impl Engine {
         }
     }
 
-    /// Claim `record` for a run here: one compare-and-set from the version
-    /// read, so that of several workers exactly one wins.
-    /// A queued run keeps its round; an orphan's is a run again from the
-    /// top.
-    pub(crate) async fn claim(&self, record: &TaskRecord) -> Option<Arc<TaskRecord>> {
-        let queued = record.lease.as_ref().is_some_and(Lease::is_queued);
-        let next = Arc::new(if queued {
+    /// What `record` becomes when a worker here claims it: held under this
+    /// replica's lease with a new fence. A queued run keeps its round; an
+    /// orphan's is a run again from the top.
+    pub(crate) fn claimed(&self, record: &TaskRecord) -> TaskRecord {
+        if record.lease.as_ref().is_some_and(Lease::is_queued) {
             transition::claimed(record, self.lease_terms())
         } else {
             transition::orphan_rerun(record, self.now_ms(), self.lease_terms())
-        });
+        }
+    }
+
+    /// Claim `record` for a run here: one compare-and-set from the version
+    /// read, so that of several workers exactly one wins (for stores
+    /// without [`TaskStore::claim_runnable`](crate::store::TaskStore::claim_runnable)).
+    pub(crate) async fn claim(&self, record: &TaskRecord) -> Option<Arc<TaskRecord>> {
+        let next = Arc::new(self.claimed(record));
         self.store
             .replace_shared(Arc::clone(&next), record.version)
             .await

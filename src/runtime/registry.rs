@@ -16,7 +16,7 @@ use tracing::{info, Span};
 use crate::jsonrpc::JsonRpcError;
 use crate::peer::Peer;
 use crate::protocol::TaskStatus;
-use crate::store::TaskRecord;
+use crate::store::{Era, TaskRecord};
 
 /// What this process knows about a task beyond the store.
 #[derive(Clone, Debug)]
@@ -27,8 +27,11 @@ pub(crate) struct LocalTask {
     /// Where to send 2025-11-25 status notifications, if the transport of
     /// the creating request offered a way back.
     pub(crate) peer: Option<Peer>,
-    /// The last status this process wrote or saw (for the active gauge).
+    /// The last status this process wrote or saw (for the active gauge,
+    /// and status notifications of runs elsewhere).
     pub(crate) status: TaskStatus,
+    /// The protocol era the task was created in.
+    pub(crate) era: Era,
     /// The task's owner (for the per-owner bound).
     pub(crate) owner: Option<String>,
     /// When the task expires (Unix ms), so that it is forgotten then
@@ -53,6 +56,7 @@ impl LocalTask {
             span: task_span(&record.id, &record.tool_name),
             peer,
             status: record.status,
+            era: record.era,
             owner: record.owner.clone(),
             expires_at_ms: record.expires_at_ms(),
             generation: 0,
@@ -203,11 +207,13 @@ impl Registry {
     }
 
     /// A new entry for a task run again from the top: a token of its own
-    /// (the old run's token stops only the old run), the same span.
+    /// (the old run's token stops only the old run), the same span, and
+    /// status notifications still to the task's creator.
     pub(crate) fn rerun(&self, record: &TaskRecord) -> LocalTask {
         let mut local = self.counted(record);
         if let Some(old) = self.tasks().get(&record.id) {
             local.span = old.span.clone();
+            local.peer.clone_from(&old.peer);
         }
         self.insert(&record.id, local.clone());
         local

@@ -28,8 +28,12 @@ use crate::store::{self, TaskRecord};
 ///
 /// Made by [`TaskLayer::worker`](crate::TaskLayer::worker); a process may
 /// run workers and serve requests (one layer for both), or only one of
-/// the two. Claims go oldest first; [`with_owner_concurrency`](Self::with_owner_concurrency)
-/// keeps one owner from filling a worker. A worker wakes at once for runs
+/// the two. Claims go oldest first (in the order the runs were queued);
+/// [`with_owner_concurrency`](Self::with_owner_concurrency) keeps one owner
+/// from filling a worker. Where the store claims atomically
+/// ([`TaskStore::claim_runnable`](crate::store::TaskStore::claim_runnable):
+/// PostgreSQL with `FOR UPDATE SKIP LOCKED`, SQLite) workers take disjoint
+/// runs; elsewhere each claim is a compare-and-set that one worker wins. A worker wakes at once for runs
 /// queued in its own process or announced by the store's change feed
 /// (PostgreSQL), and otherwise looks every
 /// [poll interval](Self::with_poll_interval).
@@ -73,9 +77,49 @@ struct Claimed {
     fence: u64,
 }
 
-/// Runnable records read per claim round, beyond the free capacity: some
-/// belong to owners at their cap, and other workers win some claims.
+/// Runnable records read per claim round beyond the free capacity when
+/// owners are capped: some belong to owners at their cap.
 const CLAIM_SLACK: usize = 16;
+
+/// What a claim round won, and whether more may be runnable now.
+#[derive(Default)]
+struct Round {
+    won: Vec<Arc<TaskRecord>>,
+    more: bool,
+}
+
+/// Which runnable records a claim round takes, oldest first: those this
+/// replica may claim, up to the free capacity, within the owners' caps.
+struct Picker {
+    free: usize,
+    cap: Option<usize>,
+    /// Id and owner of each run this worker holds.
+    running: Vec<(String, Option<String>)>,
+    /// Owner of each record taken so far.
+    picked: Vec<Option<String>>,
+}
+
+impl Picker {
+    fn take(&mut self, engine: &Engine, record: &TaskRecord) -> bool {
+        // Sealed fields this layer cannot open: not a run it can make.
+        if self.picked.len() >= self.free
+            || !record.sealed.is_empty()
+            || !engine.claimable(record)
+            || self.running.iter().any(|(id, _)| *id == record.id)
+        {
+            return false;
+        }
+        if let Some(cap) = self.cap {
+            let running = self.running.iter().filter(|(_, o)| *o == record.owner);
+            let picked = self.picked.iter().filter(|o| **o == record.owner);
+            if running.count() + picked.count() >= cap {
+                return false;
+            }
+        }
+        self.picked.push(record.owner.clone());
+        true
+    }
+}
 
 impl<S> TaskWorker<S>
 where
@@ -133,7 +177,7 @@ where
         let mut shutdown = std::pin::pin!(shutdown);
         // One claim round at a time, in the background: runs that end while
         // it is out are claimed for together by the next one.
-        let mut round: Option<JoinHandle<Vec<Arc<TaskRecord>>>> = None;
+        let mut round: Option<JoinHandle<Round>> = None;
         let mut look = true;
         loop {
             // Listening before the round reads the store: a run queued
@@ -151,9 +195,8 @@ where
                 () = &mut shutdown => break,
                 won = async { round.as_mut().expect("a round").await }, if round.is_some() => {
                     round = None;
-                    let won = won.unwrap_or_default();
-                    // A full round may have left more behind.
-                    look |= won.len() >= free;
+                    let Round { won, more } = won.unwrap_or_default();
+                    look |= more;
                     for next in won {
                         self.start_run(&next, &mut runs, &mut claimed);
                     }
@@ -170,7 +213,7 @@ where
         let mut report = DrainReport::default();
         // What a round out at shutdown won is handed back unrun.
         if let Some(round) = round {
-            for next in round.await.unwrap_or_default() {
+            for next in round.await.unwrap_or_default().won {
                 let fence = next.lease.as_ref().map_or(0, |l| l.fence);
                 report.count(engine.hand_back(&next.id, Some(fence)).await);
             }
@@ -212,65 +255,57 @@ where
     }
 
     /// A claim round: up to `free` runnable tasks, oldest first, within the
-    /// owners' caps, claimed at once (one round trip for the round, not one
-    /// per task); the ones this worker won.
+    /// owners' caps, claimed at once (one transaction where the store
+    /// claims atomically, one compare-and-set per task at once otherwise);
+    /// the ones this worker won, and whether more may be runnable.
     fn claim_round(
         &self,
         free: usize,
         claimed: &HashMap<tokio::task::Id, Claimed>,
-    ) -> impl Future<Output = Vec<Arc<TaskRecord>>> + Send + 'static {
+    ) -> impl Future<Output = Round> + Send + 'static {
         let engine = Arc::clone(&self.engine);
-        let cap = self.owner_concurrency;
-        let running: Vec<(String, Option<String>)> = claimed
-            .values()
-            .map(|c| (c.task_id.clone(), c.owner.clone()))
-            .collect();
+        let mut picker = Picker {
+            free,
+            cap: self.owner_concurrency,
+            running: claimed
+                .values()
+                .map(|c| (c.task_id.clone(), c.owner.clone()))
+                .collect(),
+            picked: Vec::with_capacity(free),
+        };
+        // Records past the free capacity are read only to pass by those of
+        // capped owners: a store claiming atomically holds what it reads.
+        let limit = free + self.owner_concurrency.map_or(0, |_| CLAIM_SLACK);
         async move {
-            let found = match engine
-                .store
-                .runnable(engine.now_ms(), free + CLAIM_SLACK)
-                .await
-            {
+            let now_ms = engine.now_ms();
+            let mut pick =
+                |record: &TaskRecord| picker.take(&engine, record).then(|| engine.claimed(record));
+            match engine.store.claim_runnable(now_ms, limit, &mut pick).await {
+                Ok(won) => {
+                    let more = won.len() >= free;
+                    return Round { won, more };
+                }
+                Err(store::Error::Unsupported(_)) => {}
+                Err(e) => {
+                    warn!(error = %e, "cannot claim runnable tasks; will retry");
+                    return Round::default();
+                }
+            }
+            let found = match engine.store.runnable(now_ms, limit).await {
                 Ok(found) => found,
                 Err(e) => {
                     warn!(error = %e, "cannot look for runnable tasks; will retry");
-                    return Vec::new();
+                    return Round::default();
                 }
             };
-            // Workers read the same oldest runs: each takes them from a
-            // random place among them (oldest first, within the window), so
-            // that workers do not all claim the same rows.
-            let mut found = found;
-            if found.len() > free {
-                let mut seed = [0u8; 4];
-                if getrandom::fill(&mut seed).is_ok() {
-                    let start = u32::from_le_bytes(seed) as usize % found.len();
-                    found.rotate_left(start);
-                }
-            }
-            let mut picks: Vec<Arc<TaskRecord>> = Vec::with_capacity(free);
-            for record in found.into_iter().map(store::opened) {
-                if picks.len() >= free {
-                    break;
-                }
-                let taken = running.iter().any(|(id, _)| *id == record.id);
-                if taken || !engine.claimable(&record) {
-                    continue;
-                }
-                if let Some(cap) = cap {
-                    let owners = running.iter().filter(|(_, o)| *o == record.owner).count()
-                        + picks.iter().filter(|p| p.owner == record.owner).count();
-                    if owners >= cap {
-                        continue;
-                    }
-                }
-                picks.push(record);
-            }
             let mut claims = JoinSet::new();
-            for record in picks {
-                let engine = Arc::clone(&engine);
-                claims.spawn(async move { engine.claim(&record).await });
+            for record in found.into_iter().map(store::opened) {
+                if picker.take(&engine, &record) {
+                    let engine = Arc::clone(&engine);
+                    claims.spawn(async move { engine.claim(&record).await });
+                }
             }
+            let tried = claims.len();
             let mut won = Vec::new();
             while let Some(claim) = claims.join_next().await {
                 // Another worker won it, or the claim failed: a later round.
@@ -278,7 +313,10 @@ where
                     won.push(next);
                 }
             }
-            won
+            // Every worker tries the oldest runs: one that lost some to
+            // others looks again at once for the ones after them.
+            let more = won.len() >= free || won.len() < tried;
+            Round { won, more }
         }
     }
 

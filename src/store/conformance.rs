@@ -48,6 +48,7 @@ where
     list_fills_pages_past_expired_records(make().await).await;
     orphans_are_working_tasks_whose_lease_ran_out(make().await).await;
     ready_reads_agree_with_get(make().await).await;
+    claims_take_the_oldest_runnable_once(make().await).await;
 }
 
 /// A created record reads back equal; an unknown id reads as `None`.
@@ -508,5 +509,93 @@ pub async fn orphans_are_working_tasks_whose_lease_ran_out<S: TaskStore>(store: 
             .expect("orphans")
             .is_empty(),
         "a lease that has not run out yet is not an orphan's"
+    );
+}
+
+/// `claim_runnable` offers runnable records oldest lease end first, writes
+/// what `pick` makes of them and nothing it passes by, and never hands one
+/// record to two concurrent claims.
+pub async fn claims_take_the_oldest_runnable_once<S: TaskStore>(store: S) {
+    let until_ms = T0 + 60_000;
+    let claim = |r: &TaskRecord, worker: &str| {
+        let mut next = r.next_version(T0 + 10);
+        next.lease = Some(Lease {
+            holder: worker.into(),
+            fence: 2,
+            until_ms,
+        });
+        next
+    };
+    let mut nothing = |_: &TaskRecord| None;
+    match store.claim_runnable(T0, 10, &mut nothing).await {
+        Err(Error::Unsupported(_)) => return,
+        Err(e) => panic!("claim_runnable failed: {e:?}"),
+        Ok(won) => assert!(won.is_empty(), "an empty store has nothing to claim"),
+    }
+    let queued = |id: &str, until_ms: i64| {
+        let mut r = record(id, Some("alice"), T0, None);
+        r.lease = Some(Lease {
+            holder: Lease::QUEUED.into(),
+            fence: 1,
+            until_ms,
+        });
+        r
+    };
+    // Created out of order: the order is the lease's end.
+    for r in [
+        queued("q3", T0 - 3),
+        queued("q1", T0 - 5),
+        queued("q4", T0 - 2),
+        queued("q2", T0 - 4),
+        queued("later", T0 + 1_000),
+        record("unleased", None, T0, None),
+    ] {
+        store.create(r).await.expect("create");
+    }
+    let mut offered = Vec::new();
+    let mut pick = |r: &TaskRecord| {
+        offered.push(r.id.clone());
+        (r.id != "q1").then(|| claim(r, "w1"))
+    };
+    let won = store.claim_runnable(T0, 3, &mut pick).await.expect("claim");
+    assert_eq!(offered, ["q1", "q2", "q3"], "oldest first, at most `limit`");
+    let ids: Vec<_> = won.iter().map(|r| r.id.as_str()).collect();
+    assert_eq!(ids, ["q2", "q3"], "the records picked, in order");
+    for r in &won {
+        let stored = store.get(&r.id, T0).await.expect("get").expect("claimed");
+        assert_eq!(*stored, **r, "a claim is written as picked");
+    }
+    let q1 = store.get("q1", T0).await.expect("get").expect("q1");
+    assert_eq!(q1.version, 1, "a record passed by is not written");
+
+    // Two claims at once share q1 and q4 and never both take one.
+    let (mut pick_a, mut pick_b) = (
+        |r: &TaskRecord| Some(claim(r, "a")),
+        |r: &TaskRecord| Some(claim(r, "b")),
+    );
+    let (a, b) = tokio::join!(
+        store.claim_runnable(T0, 2, &mut pick_a),
+        store.claim_runnable(T0, 2, &mut pick_b),
+    );
+    let mut ids: Vec<String> = a
+        .expect("claim a")
+        .iter()
+        .chain(b.expect("claim b").iter())
+        .map(|r| r.id.clone())
+        .collect();
+    ids.sort_unstable();
+    assert_eq!(
+        ids,
+        ["q1", "q4"],
+        "every runnable record claimed exactly once"
+    );
+    let mut any = |r: &TaskRecord| Some(claim(r, "c"));
+    assert!(
+        store
+            .claim_runnable(T0, 10, &mut any)
+            .await
+            .expect("claim")
+            .is_empty(),
+        "a claimed record, a live lease and no lease are not runnable"
     );
 }

@@ -492,6 +492,33 @@ pub trait TaskStore: fmt::Debug + Send + Sync + 'static {
         self.orphans(now_ms, limit)
     }
 
+    /// Claim runnable records in one atomic step: of at most `limit`
+    /// records [`runnable`](TaskStore::runnable) would answer, oldest lease
+    /// end first and none another claimer holds at the moment, write in
+    /// place of each the record `pick` makes of it (its claim), or pass it
+    /// by when `pick` answers `None`; answer the records written. Each
+    /// write is conditional on the version read, like
+    /// [`replace`](TaskStore::replace), and no two concurrent claimers are
+    /// handed the same record, so none loses a claim to another.
+    ///
+    /// Optional: a worker over a store without it ([`Error::Unsupported`],
+    /// the default) reads [`runnable`](TaskStore::runnable) and claims each
+    /// record with its own compare-and-set, which is exact too, but may
+    /// lose some to other workers. The SQL stores claim in one transaction
+    /// (PostgreSQL: `FOR UPDATE SKIP LOCKED`). `pick` runs while the
+    /// records are held: it must not wait.
+    fn claim_runnable<'a>(
+        &'a self,
+        now_ms: i64,
+        limit: usize,
+        pick: &'a mut (dyn FnMut(&TaskRecord) -> Option<TaskRecord> + Send),
+    ) -> BoxFuture<'a, Result<Vec<Arc<TaskRecord>>>> {
+        let _ = (now_ms, limit, pick);
+        Box::pin(std::future::ready(Err(Error::Unsupported(
+            "claiming runnable tasks",
+        ))))
+    }
+
     /// A feed of the changes written to this store by every replica, for
     /// stores shared between processes that can report them (PostgreSQL's
     /// `LISTEN`/`NOTIFY`, Redis pub/sub); `None` (the default) when they
@@ -555,6 +582,14 @@ impl<T: TaskStore + ?Sized> TaskStore for Arc<T> {
     }
     fn runnable(&self, now_ms: i64, limit: usize) -> BoxFuture<'_, Result<Vec<Arc<TaskRecord>>>> {
         (**self).runnable(now_ms, limit)
+    }
+    fn claim_runnable<'a>(
+        &'a self,
+        now_ms: i64,
+        limit: usize,
+        pick: &'a mut (dyn FnMut(&TaskRecord) -> Option<TaskRecord> + Send),
+    ) -> BoxFuture<'a, Result<Vec<Arc<TaskRecord>>>> {
+        (**self).claim_runnable(now_ms, limit, pick)
     }
     fn changes(&self) -> Option<tokio::sync::broadcast::Receiver<TaskChange>> {
         (**self).changes()

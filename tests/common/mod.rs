@@ -3,6 +3,7 @@
 
 #[cfg(feature = "postgres")]
 pub mod faults;
+pub mod peer;
 #[cfg(feature = "postgres")]
 pub mod pg;
 pub mod process;

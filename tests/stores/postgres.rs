@@ -161,3 +161,56 @@ async fn postgres_upgrades_a_third_schema_table() {
     announces_every_visible_write(&store).await;
     tables.drop_all().await;
 }
+
+/// A worker's claim passes by the rows another claim holds instead of
+/// waiting for them (`FOR UPDATE SKIP LOCKED`), and takes them once they
+/// are free again (issue 18).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_claims_skip_rows_another_claim_holds() {
+    use mcp_task_layer::store::Lease;
+    use sqlx::{AssertSqlSafe, Connection};
+
+    let Some(url) = url() else { return };
+    let tables = Tables::new(&url, "claim");
+    let table = tables.next();
+    let store = tables.store(&table).await;
+    for (id, until_ms) in [("oldest", T0 - 3), ("next", T0 - 2)] {
+        let mut r = record(id, None, T0, None);
+        r.lease = Some(Lease {
+            holder: Lease::QUEUED.into(),
+            fence: 1,
+            until_ms,
+        });
+        store.create(r).await.unwrap();
+    }
+    let mut other = sqlx::PgConnection::connect(&url).await.unwrap();
+    let mut held = other.begin().await.unwrap();
+    let lock = format!("SELECT 1 FROM \"{table}\" WHERE id = 'oldest' FOR UPDATE");
+    sqlx::query(AssertSqlSafe(lock))
+        .execute(&mut *held)
+        .await
+        .unwrap();
+    let mut claim = |r: &TaskRecord| {
+        let mut next = r.next_version(T0);
+        next.lease = Some(Lease {
+            holder: "w".into(),
+            fence: 2,
+            until_ms: T0 + 60_000,
+        });
+        Some(next)
+    };
+    let won = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        store.claim_runnable(T0, 2, &mut claim),
+    )
+    .await
+    .expect("a held row is passed by, not waited for")
+    .unwrap();
+    let ids: Vec<_> = won.iter().map(|r| r.id.as_str()).collect();
+    assert_eq!(ids, ["next"]);
+    held.rollback().await.unwrap();
+    let won = store.claim_runnable(T0, 2, &mut claim).await.unwrap();
+    let ids: Vec<_> = won.iter().map(|r| r.id.as_str()).collect();
+    assert_eq!(ids, ["oldest"], "free again, the row is claimed");
+    tables.drop_all().await;
+}

@@ -148,6 +148,34 @@ impl<S: TaskStore> TaskStore for SealedStore<S> {
         Box::pin(async move { Ok(self.open_all(self.inner.runnable(now_ms, limit).await?)) })
     }
 
+    /// `pick` sees each record opened; what it makes is sealed before it
+    /// is written. A record whose claim cannot be sealed is passed by.
+    fn claim_runnable<'a>(
+        &'a self,
+        now_ms: i64,
+        limit: usize,
+        pick: &'a mut (dyn FnMut(&TaskRecord) -> Option<TaskRecord> + Send),
+    ) -> BoxFuture<'a, Result<Vec<Arc<TaskRecord>>>> {
+        Box::pin(async move {
+            let mut sealed_pick = |record: &TaskRecord| {
+                let opened = self.open(Arc::new(record.clone()));
+                let next = pick(&opened)?;
+                match self.seal(next) {
+                    Ok(sealed) => Some(sealed),
+                    Err(e) => {
+                        warn!(task_id = %record.id, error = %e, "cannot seal a claim; passed by");
+                        None
+                    }
+                }
+            };
+            let won = self
+                .inner
+                .claim_runnable(now_ms, limit, &mut sealed_pick)
+                .await?;
+            Ok(self.open_all(won))
+        })
+    }
+
     fn changes(&self) -> Option<tokio::sync::broadcast::Receiver<TaskChange>> {
         self.inner.changes()
     }

@@ -50,7 +50,7 @@ where
         let d = &DB::DIALECT;
         let mut tx = self
             .writes
-            .begin_with(d.begin_migration)
+            .begin_with(d.begin_write)
             .await
             .map_err(backend)?;
         if let Some(lock) = d.lock_migration {
@@ -184,6 +184,53 @@ where
             .up_to(&self.sql.orphans, &self.reads, now_ms, limit)
             .await?;
         records(&rows)
+    }
+
+    /// [`TaskStore::claim_runnable`](crate::store::TaskStore::claim_runnable):
+    /// one transaction that holds the runnable rows it reads and writes the
+    /// claims `pick` makes of them.
+    pub(crate) async fn claim_runnable(
+        &self,
+        now_ms: i64,
+        limit: usize,
+        pick: &mut (dyn FnMut(&TaskRecord) -> Option<TaskRecord> + Send),
+    ) -> Result<Vec<Arc<TaskRecord>>> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let mut tx = self
+            .writes
+            .begin_with(DB::DIALECT.begin_write)
+            .await
+            .map_err(backend)?;
+        let rows = sqlx::query(sql(&self.sql.claimable))
+            .bind(now_ms)
+            .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(backend)?;
+        let mut won = Vec::new();
+        for record in records(&rows)? {
+            let Some(next) = pick(&record) else { continue };
+            let expected = to_i64(record.version, "expected version")?;
+            let next = Arc::new(next);
+            let c = Columns::of(TaskRecord::clone(&next))?;
+            let done = Self::bind_row(sqlx::query(sql(&self.sql.replace)), &c)
+                .bind(expected)
+                .execute(&mut *tx)
+                .await
+                .map_err(backend)?;
+            // Held since the read, the row still has the version read.
+            if DB::rows_affected(&done) > 0 {
+                won.push(next);
+            }
+        }
+        if won.is_empty() {
+            tx.rollback().await.map_err(backend)?;
+        } else {
+            tx.commit().await.map_err(backend)?;
+        }
+        Ok(won)
     }
 
     /// The rows of `query` bound to `(now_ms, limit)`: at most `limit`.

@@ -10,10 +10,10 @@ pub(crate) struct Dialect {
     pub(crate) migrations: &'static [&'static [&'static str]],
     /// The `<table>_migrations` table; `{m}` is its quoted name.
     pub(crate) migrations_table: &'static str,
-    /// How a migration transaction starts.
-    pub(crate) begin_migration: &'static str,
+    /// How a transaction that writes (a migration, a claim) starts.
+    pub(crate) begin_write: &'static str,
     /// A statement taking a transaction-scoped lock keyed by `$1`
-    /// (an `i64`), if `begin_migration` is not enough.
+    /// (an `i64`), if `begin_write` is not enough for a migration.
     pub(crate) lock_migration: Option<&'static str>,
     /// Appended to the parameter that carries the record JSON.
     pub(crate) json_param: &'static str,
@@ -23,6 +23,9 @@ pub(crate) struct Dialect {
     /// `expires_at_ms <= $1`, returning their ids; `{t}` is the quoted
     /// table name.
     pub(crate) reap: &'static str,
+    /// Appended to the query of runnable rows a claim reads: holds them
+    /// for the claim's transaction, passing by rows another claim holds.
+    pub(crate) claim_lock: &'static str,
 }
 
 /// An engine the store runs on.

@@ -86,6 +86,19 @@ macro_rules! sql_task_store {
                 Box::pin(self.core.orphans(now_ms, limit))
             }
 
+            fn claim_runnable<'a>(
+                &'a self,
+                now_ms: i64,
+                limit: usize,
+                pick: &'a mut (dyn FnMut(&$crate::store::TaskRecord) -> Option<$crate::store::TaskRecord>
+                         + Send),
+            ) -> $crate::store::BoxFuture<
+                'a,
+                $crate::store::Result<Vec<std::sync::Arc<$crate::store::TaskRecord>>>,
+            > {
+                Box::pin(self.core.claim_runnable(now_ms, limit, pick))
+            }
+
             fn changes(
                 &self,
             ) -> Option<tokio::sync::broadcast::Receiver<$crate::store::TaskChange>> {

@@ -126,7 +126,7 @@ impl Engine for Postgres {
             version bigint PRIMARY KEY,
             applied_at_ms bigint NOT NULL
         )",
-        begin_migration: "BEGIN",
+        begin_write: "BEGIN",
         // Replicas starting together take turns; released at commit.
         lock_migration: Some("SELECT pg_advisory_xact_lock($1)"),
         json_param: "::json",
@@ -138,6 +138,9 @@ impl Engine for Postgres {
         reap: "DELETE FROM {t} WHERE id = ANY(ARRAY(SELECT id FROM {t} \
                WHERE expires_at_ms <= $1 ORDER BY expires_at_ms LIMIT $2 \
                FOR UPDATE SKIP LOCKED)) RETURNING id",
+        // Concurrent workers claim disjoint rows, each the oldest no other
+        // claim holds, and none waits on another's.
+        claim_lock: " FOR UPDATE SKIP LOCKED",
     };
 
     fn rows_affected(result: &PgQueryResult) -> u64 {

@@ -64,13 +64,16 @@ impl Engine for Sqlite {
         )",
         // Takes the write lock at once: two processes opening one file
         // migrate one after the other.
-        begin_migration: "BEGIN IMMEDIATE",
+        begin_write: "BEGIN IMMEDIATE",
         lock_migration: None,
         json_param: "",
         json_column: "record",
         // One writer at a time: nothing to lock or skip.
         reap: "DELETE FROM {t} WHERE id IN (SELECT id FROM {t} WHERE expires_at_ms <= $1 \
                ORDER BY expires_at_ms LIMIT $2) RETURNING id",
+        // A claim's `BEGIN IMMEDIATE` holds the file's write lock: no other
+        // claim reads until it commits.
+        claim_lock: "",
     };
 
     fn rows_affected(result: &SqliteQueryResult) -> u64 {

@@ -13,6 +13,8 @@ pub(super) struct Statements {
     pub(super) exists: Arc<str>,
     pub(super) reap: Arc<str>,
     pub(super) orphans: Arc<str>,
+    /// `orphans`, holding the rows for a claim.
+    pub(super) claimable: Arc<str>,
     /// By owner (`Some`/`None`) and whether a position is given; always of
     /// one era.
     pub(super) list: [[Arc<str>; 2]; 2],
@@ -54,6 +56,11 @@ impl Statements {
             sql += &format!(" ORDER BY created_at_ms DESC, id DESC LIMIT ${n}");
             sql.into()
         };
+        let orphans = format!(
+            "SELECT {rec} FROM {t} WHERE lease_until_ms < $1 AND status = 'working' \
+             AND (expires_at_ms IS NULL OR expires_at_ms > $1) \
+             ORDER BY lease_until_ms LIMIT $2"
+        );
         Statements {
             insert: format!(
                 "INSERT INTO {t} (id, owner, era, status, created_at_ms, updated_at_ms, \
@@ -75,12 +82,8 @@ impl Statements {
             .into(),
             exists: format!("SELECT 1 FROM {t} WHERE id = $1").into(),
             reap: d.reap.replace("{t}", &t).into(),
-            orphans: format!(
-                "SELECT {rec} FROM {t} WHERE lease_until_ms < $1 AND status = 'working' \
-                 AND (expires_at_ms IS NULL OR expires_at_ms > $1) \
-                 ORDER BY lease_until_ms LIMIT $2"
-            )
-            .into(),
+            orphans: orphans.as_str().into(),
+            claimable: format!("{orphans}{}", d.claim_lock).into(),
             list: [
                 [list(false, false), list(false, true)],
                 [list(true, false), list(true, true)],
