@@ -52,19 +52,22 @@ impl DrainReport {
 }
 
 impl Engine {
-    /// Drain this replica's inline runs: let the handlers it runs finish
-    /// for up to `deadline`, then hand back the tasks of those still
-    /// running. A replica with queued execution runs none.
+    /// Drain this replica's inline runs: let the handlers running here
+    /// finish for up to `deadline`, then hand back the tasks of those still
+    /// running. Tasks this replica only waits on (run by another replica)
+    /// are not waited for. A replica with queued execution runs none.
     pub(crate) async fn drain(&self, deadline: Duration) -> DrainReport {
         let mut report = DrainReport::default();
         if self.queued() {
             return report;
         }
         let until = tokio::time::Instant::now() + deadline;
-        let mut events = self.events().subscribe();
-        let at_start = self.registry.working().len();
+        let at_start = self.running.tasks().len();
         loop {
-            let left = self.registry.working();
+            let stopped = self.running.stopped();
+            let mut stopped = std::pin::pin!(stopped);
+            stopped.as_mut().enable();
+            let left = self.running.tasks();
             if left.is_empty() || tokio::time::Instant::now() >= until {
                 report.finished = at_start.saturating_sub(left.len());
                 for id in left {
@@ -72,9 +75,8 @@ impl Engine {
                 }
                 return report;
             }
-            // Every write here is an event; a lagging receiver re-checks.
             tokio::select! {
-                _ = events.recv() => {}
+                () = stopped => {}
                 () = tokio::time::sleep_until(until) => {}
             }
         }

@@ -15,6 +15,7 @@ use super::hub::{EventHub, TaskEvent};
 use super::ids;
 use super::invoker::RerunInvoker;
 use super::registry::{Registry, Reservation};
+use super::running::RunningHandlers;
 
 /// What the layer needs of the inner service to run tasks with it.
 pub(crate) trait InnerService:
@@ -44,6 +45,8 @@ pub(crate) struct Engine {
     pub(crate) cfg: Config,
     clock: Clock,
     pub(super) registry: Arc<Registry>,
+    /// The handlers running in this process.
+    pub(super) running: Arc<RunningHandlers>,
     pub(super) hub: EventHub,
     /// Set once the reaper (and change feed) run.
     pub(super) background: OnceLock<()>,
@@ -67,6 +70,7 @@ impl Engine {
             cfg,
             clock: Clock::new(),
             registry: Arc::default(),
+            running: Arc::default(),
             hub: EventHub::new(events),
             background: OnceLock::new(),
             replica: ids::new_task_id()

@@ -27,6 +27,7 @@ mod reaper;
 mod registry;
 mod resume;
 mod runner;
+mod running;
 mod status;
 mod transition;
 mod watchers;

@@ -95,7 +95,7 @@ pub(crate) struct Reservation {
 
 impl Reservation {
     /// The task the slot was held for was written: it is tracked now.
-    pub(crate) fn commit(mut self, id: &str, mut local: LocalTask) {
+    pub(crate) fn commit(&mut self, id: &str, mut local: LocalTask) {
         local.generation = self.registry.next_generation();
         local.slot = self.count.take();
         self.registry.insert(id, local);
@@ -280,15 +280,6 @@ impl Registry {
         self.tasks()
             .iter()
             .filter(|(_, l)| l.owner.as_deref() == owner)
-            .map(|(id, _)| id.clone())
-            .collect()
-    }
-
-    /// The ids of tasks last seen `working` here.
-    pub(crate) fn working(&self) -> Vec<String> {
-        self.tasks()
-            .iter()
-            .filter(|(_, l)| l.status == TaskStatus::Working)
             .map(|(id, _)| id.clone())
             .collect()
     }

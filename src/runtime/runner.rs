@@ -3,6 +3,7 @@
 //! period, writes the answer ([`Engine::settle`]) and calls the handler
 //! again when it asked to be.
 
+use std::future::Future;
 use std::sync::Arc;
 
 use tower::ServiceExt;
@@ -12,6 +13,7 @@ use super::answer::HandlerAnswer;
 use super::cas::{CasError, Decision, Outcome, Reader};
 use super::engine::{Engine, InnerService};
 use super::registry::LocalTask;
+use super::running::Running;
 use super::transition;
 use crate::jsonrpc::{JsonRpcError, JsonRpcRequest, JsonRpcResponse};
 use crate::store::{BoxFuture, Era};
@@ -114,16 +116,35 @@ impl Engine {
         }
     }
 
-    /// Drive the handler until the task is terminal or waits for input. A
-    /// tripped token gives the handler the cancel grace to stop on its own;
-    /// then its future is dropped (aborted).
-    pub(super) async fn run<S>(
+    /// Drive the handler until the task is terminal or waits for input,
+    /// counted among the handlers running here from this call on (before
+    /// the caller spawns the run).
+    pub(super) fn run<S>(
         self: Arc<Self>,
         svc: S,
         id: String,
         local: LocalTask,
         first: InnerFuture<S::Error>,
         run: HandlerRun,
+    ) -> impl Future<Output = ()> + Send + 'static
+    where
+        S: InnerService,
+    {
+        let running = self.running.start(&id);
+        self.run_counted(svc, id, local, first, run, running)
+    }
+
+    /// [`run`](Self::run), counted while `_running` lives. A tripped
+    /// token gives the handler the cancel grace to stop on its own; then
+    /// its future is dropped (aborted).
+    async fn run_counted<S>(
+        self: Arc<Self>,
+        svc: S,
+        id: String,
+        local: LocalTask,
+        first: InnerFuture<S::Error>,
+        run: HandlerRun,
+        _running: Running,
     ) where
         S: InnerService,
     {

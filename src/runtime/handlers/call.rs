@@ -335,18 +335,15 @@ impl Engine {
         // A message the handler set before the task existed is written
         // with it.
         record.status_message = call.handle.take_pending();
-        let record = Arc::new(record);
-        if let Err(e) = self.store.create_shared(Arc::clone(&record)).await {
-            // Dropping the handler's future stops it.
-            call.token.cancel();
-            return Ok(JsonRpcResponse::error(call.id, store_failure(&e)));
-        }
-        let local = LocalTask::new(&record, call.token, call.peer);
-        info!(parent: &local.span, status = %record.status, "task created");
-        call.reservation.commit(&record.id, local.clone());
-        self.announce(&record);
+        let (record, local) = match self.write_new_task(&mut call, record, "task created").await {
+            Ok(written) => written,
+            Err(e) => {
+                // Dropping the handler's future stops it.
+                call.token.cancel();
+                return Ok(JsonRpcResponse::error(call.id, e));
+            }
+        };
         let created = wire::create_result(&record);
-        crate::metrics::created(record.era);
         let fence = record.lease.as_ref().map_or(0, |l| l.fence);
         call.handle.bind(&self.me, &record.id, fence);
         let run = HandlerRun::fenced(fence);
@@ -370,7 +367,6 @@ impl Engine {
             Err(e) => return Ok(JsonRpcResponse::error(call.id, e)),
         };
         record.lease = Some(self.queue_terms().take_over(None));
-        let record = Arc::new(record);
         // Watched before the write: a worker may finish the task before
         // this call reads it again.
         let within = match policy {
@@ -378,14 +374,13 @@ impl Engine {
             _ => None,
         };
         let mut watch = within.map(|_| self.hub.watchers.watch(&record.id));
-        if let Err(e) = self.store.create_shared(Arc::clone(&record)).await {
-            return Ok(JsonRpcResponse::error(call.id, store_failure(&e)));
-        }
-        let local = LocalTask::new(&record, call.token, call.peer);
-        info!(parent: &local.span, status = %record.status, "task created, queued");
-        call.reservation.commit(&record.id, local);
-        self.announce(&record);
-        crate::metrics::created(record.era);
+        let record = match self
+            .write_new_task(&mut call, record, "task created, queued")
+            .await
+        {
+            Ok((record, _)) => record,
+            Err(e) => return Ok(JsonRpcResponse::error(call.id, e)),
+        };
         self.wake_workers();
         if let (Some(within), Some(watch)) = (within, watch.as_mut()) {
             if let Some(resp) = self
@@ -399,6 +394,28 @@ impl Engine {
             call.id,
             wire::create_result(&record),
         ))
+    }
+
+    /// Write `record`, the new task of `call`, and track it here (its entry
+    /// takes the call's slot of the owner's bound): what creating a task
+    /// running here and creating one queued share. Nothing is tracked if
+    /// the write fails.
+    async fn write_new_task(
+        &self,
+        call: &mut TaskCandidate,
+        record: TaskRecord,
+        what: &'static str,
+    ) -> Result<(Arc<TaskRecord>, LocalTask), JsonRpcError> {
+        let record = Arc::new(record);
+        if let Err(e) = self.store.create_shared(Arc::clone(&record)).await {
+            return Err(store_failure(&e));
+        }
+        let local = LocalTask::new(&record, call.token.clone(), call.peer.take());
+        info!(parent: &local.span, status = %record.status, "{what}");
+        call.reservation.commit(&record.id, local.clone());
+        self.announce(&record);
+        crate::metrics::created(record.era);
+        Ok((record, local))
     }
 
     /// The answer of a task that ends within `within`, as a synchronous
