@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use common::peer::{send_with_peer, TestPeer};
 use common::{accept, eventually, layer_on, ok, server, Client, Seen};
+use mcp_task_layer::store::{self, BoxFuture, TaskRecord};
 use mcp_task_layer::{DrainReport, Execution, MemoryStore, Recovery, TaskLayer, TaskStatus};
 use serde_json::json;
 use tokio::sync::oneshot;
@@ -421,4 +422,46 @@ async fn r58_a_2025_client_hears_of_a_run_on_another_replicas_worker_over_redis(
     );
     worker.drain().await;
     prefixes.drop_all().await;
+}
+
+/// A store whose task creation takes 150 ms (a slow disk, a busy
+/// database): the front's write of a queued task outlasts the window.
+#[derive(Debug, Clone)]
+struct SlowCreate(MemoryStore);
+
+impl mcp_task_layer::TaskStore for SlowCreate {
+    fn create(&self, record: TaskRecord) -> BoxFuture<'_, store::Result<()>> {
+        Box::pin(async move {
+            tokio::time::sleep(Duration::from_millis(150)).await;
+            self.0.create(record).await
+        })
+    }
+    fn get<'a>(
+        &'a self,
+        id: &'a str,
+        now: i64,
+    ) -> BoxFuture<'a, store::Result<Option<Arc<TaskRecord>>>> {
+        self.0.get(id, now)
+    }
+    fn replace(&self, record: TaskRecord, version: u64) -> BoxFuture<'_, store::Result<()>> {
+        self.0.replace(record, version)
+    }
+    fn delete_expired(&self, now: i64, limit: usize) -> BoxFuture<'_, store::Result<Vec<String>>> {
+        self.0.delete_expired(now, limit)
+    }
+}
+
+/// R19: `Auto { within }`'s window runs from the call, as inline: a front
+/// whose write of the task takes longer than the window answers with the
+/// task, however soon a worker then finishes it (the window used to start
+/// after the write, so a front that stalled there answered synchronously
+/// long past it).
+#[tokio::test(start_paused = true)]
+async fn an_auto_window_runs_from_the_call_not_from_the_write() {
+    let store = MemoryStore::new();
+    let front = Client::new(layer_on(SlowCreate(store.clone())).with_execution(Execution::Queued));
+    let worker = Worker::start(&queued(store, Recovery::Fail), 1, None);
+    let r = front.call("slow", json!({ "ms": 1 })).await;
+    assert_eq!(ok(&r)["resultType"], "task", "{r:?}");
+    worker.drain().await;
 }

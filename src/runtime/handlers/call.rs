@@ -362,6 +362,9 @@ impl Engine {
         mut call: TaskCandidate,
         policy: TaskPolicy,
     ) -> Result<JsonRpcResponse, E> {
+        // The window runs from the call, not from the end of its write: a
+        // replica that stalls after the write must not lengthen it.
+        let started = tokio::time::Instant::now();
         let mut record = match self.new_record(&mut call) {
             Ok(record) => record,
             Err(e) => return Ok(JsonRpcResponse::error(call.id, e)),
@@ -384,7 +387,7 @@ impl Engine {
         self.wake_workers();
         if let (Some(within), Some(watch)) = (within, watch.as_mut()) {
             if let Some(resp) = self
-                .finished_within(&record.id, &call.id, within, watch)
+                .finished_by(&record.id, &call.id, started + within, watch)
                 .await
             {
                 return Ok(resp);
@@ -418,16 +421,15 @@ impl Engine {
         Ok((record, local))
     }
 
-    /// The answer of a task that ends within `within`, as a synchronous
+    /// The answer of a task that ends by `until`, as a synchronous
     /// call would have had it; `None` if it does not.
-    async fn finished_within(
+    async fn finished_by(
         &self,
         id: &str,
         call_id: &Option<RequestId>,
-        within: std::time::Duration,
+        until: tokio::time::Instant,
         watch: &mut TaskWatch,
     ) -> Option<JsonRpcResponse> {
-        let until = tokio::time::Instant::now() + within;
         loop {
             let found = self.store.get(id, self.now_ms()).await;
             if tokio::time::Instant::now() >= until {
@@ -451,7 +453,9 @@ impl Engine {
             }
             // Without a change feed, a worker in another process is seen
             // only by reading again.
-            let resync = self.resync_period().unwrap_or(within).min(RESYNC_WITHIN);
+            let resync = self
+                .resync_period()
+                .map_or(RESYNC_WITHIN, |p| p.min(RESYNC_WITHIN));
             tokio::select! {
                 () = watch.changed() => {}
                 () = tokio::time::sleep(resync) => {}
