@@ -93,17 +93,13 @@ impl Engine {
         let TaskChange::Updated { id, status, .. } = change else {
             return None;
         };
-        let local = self.registry.get(id)?;
-        let peer = local
-            .peer
-            .filter(|_| local.era == Era::Legacy && local.status != *status)?;
+        let peer = self.registry.creator_to_tell(id, *status)?;
         let id = id.clone();
         Some(async move {
             let id = id.as_str();
             let found = crate::store::opened_found(self.store.get(id, self.now_ms()).await);
             let Ok(Some(record)) = found else { return };
-            let seen = self.registry.get(id).map(|l| l.status);
-            if seen.is_none_or(|s| s == record.status) {
+            if self.registry.status(id).is_none_or(|s| s == record.status) {
                 return;
             }
             self.registry.set_status(id, record.status);

@@ -288,6 +288,27 @@ impl Registry {
         self.tasks().get(id).cloned()
     }
 
+    /// The way back to the 2025-11-25 creator of task `id`, if this
+    /// replica tracks it with one and last saw it in a status other than
+    /// `status`. Looked up on every change the store reports: no copy of
+    /// the entry.
+    pub(crate) fn creator_to_tell(&self, id: &str, status: TaskStatus) -> Option<Peer> {
+        if self.len.load(Ordering::Acquire) == 0 {
+            return None;
+        }
+        let tasks = self.tasks();
+        let local = tasks.get(id)?;
+        if local.era != Era::Legacy || local.status == status {
+            return None;
+        }
+        local.peer.clone()
+    }
+
+    /// The status this replica last wrote or saw for task `id`.
+    pub(crate) fn status(&self, id: &str) -> Option<TaskStatus> {
+        self.tasks().get(id).map(|l| l.status)
+    }
+
     /// Note the status last written or seen for a task.
     pub(crate) fn set_status(&self, id: &str, status: TaskStatus) {
         if let Some(l) = self.tasks().get_mut(id) {
