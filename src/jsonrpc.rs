@@ -200,8 +200,40 @@ impl JsonRpcRequest {
     /// cannot be: `-32700` for bytes that are not JSON, `-32600` for JSON that
     /// is not a request object.
     pub fn from_slice(bytes: &[u8]) -> Result<Self, JsonRpcError> {
+        if let Some(request) = Self::decode_plain(bytes) {
+            return Ok(request);
+        }
         let value: Value = serde_json::from_slice(bytes).map_err(JsonRpcError::parse_error)?;
         Self::from_value(value)
+    }
+
+    /// The common case of [`from_slice`](Self::from_slice) without the
+    /// detour through a `Value` of the whole message: exactly `jsonrpc`
+    /// (`"2.0"`), `method`, and optionally an `id` (string or integer) and
+    /// an object `params`, each once. Anything else (other members, a
+    /// `null` id, a `jsonrpc` with escapes, bytes that are not JSON, ...)
+    /// is `None`, and the caller decodes through a `Value`, which gives the
+    /// precise error or the same request: the answer on the wire does not
+    /// depend on which path read the message.
+    pub(crate) fn decode_plain(bytes: &[u8]) -> Option<Self> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Plain<'a> {
+            #[serde(borrow)]
+            jsonrpc: &'a str,
+            method: String,
+            #[serde(default, deserialize_with = "strict_id")]
+            id: Option<RequestId>,
+            #[serde(default, deserialize_with = "object_params")]
+            params: Option<Value>,
+        }
+        let plain: Plain<'_> = serde_json::from_slice(bytes).ok()?;
+        (plain.jsonrpc == "2.0").then(|| JsonRpcRequest {
+            id: plain.id,
+            method: plain.method,
+            params: plain.params,
+            extensions: Extensions::new(),
+        })
     }
 
     /// Decode one request from a JSON value (`-32600` when it is not one).
@@ -262,6 +294,42 @@ impl JsonRpcRequest {
     /// `params._meta`, if present and an object.
     pub fn meta(&self) -> Option<&Map<String, Value>> {
         self.params_object()?.get("_meta")?.as_object()
+    }
+}
+
+/// An `id` that [`JsonRpcRequest::from_value`] accepts: a string or an
+/// integer that fits `i64` (`null`, fractions and the rest are errors).
+fn strict_id<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<RequestId>, D::Error> {
+    struct Id;
+    impl serde::de::Visitor<'_> for Id {
+        type Value = RequestId;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a string or an integer")
+        }
+        fn visit_i64<E: serde::de::Error>(self, n: i64) -> Result<RequestId, E> {
+            Ok(RequestId::Number(n))
+        }
+        fn visit_u64<E: serde::de::Error>(self, n: u64) -> Result<RequestId, E> {
+            i64::try_from(n)
+                .map(RequestId::Number)
+                .map_err(|_| E::custom("id out of range"))
+        }
+        fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<RequestId, E> {
+            Ok(RequestId::String(s.to_owned()))
+        }
+        fn visit_string<E: serde::de::Error>(self, s: String) -> Result<RequestId, E> {
+            Ok(RequestId::String(s))
+        }
+    }
+    deserializer.deserialize_any(Id).map(Some)
+}
+
+/// `params` that [`JsonRpcRequest::from_value`] accepts: an object (a
+/// `null` is an error, not an absent `params`).
+fn object_params<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Value>, D::Error> {
+    match Value::deserialize(deserializer)? {
+        params @ Value::Object(_) => Ok(Some(params)),
+        _ => Err(D::Error::custom("\"params\" must be an object")),
     }
 }
 
