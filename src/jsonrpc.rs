@@ -601,3 +601,100 @@ impl<'de> Deserialize<'de> for JsonRpcResponse {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What the `Value` path makes of `bytes`: the request, or the error.
+    fn through_value(bytes: &[u8]) -> Result<JsonRpcRequest, JsonRpcError> {
+        let value: Value = serde_json::from_slice(bytes).map_err(JsonRpcError::parse_error)?;
+        JsonRpcRequest::from_value(value)
+    }
+
+    fn same(a: &JsonRpcRequest, b: &JsonRpcRequest) -> bool {
+        a.id == b.id && a.method == b.method && a.params == b.params
+    }
+
+    /// The plain decoding reads exactly what the `Value` path reads, and
+    /// leaves everything else to it: the wire never shows which one ran.
+    #[test]
+    fn plain_decoding_agrees_with_the_value_path() {
+        let cases: &[(&str, bool)] = &[
+            (
+                r#"{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"a"}}"#,
+                true,
+            ),
+            (r#"{"method":"m","jsonrpc":"2.0","id":"x"}"#, true),
+            (r#"{"jsonrpc":"2.0","method":"notifications/x"}"#, true),
+            (
+                r#"{"jsonrpc":"2.0","id":-9223372036854775808,"method":"m"}"#,
+                true,
+            ),
+            (
+                r#" {"jsonrpc":"2.0","id":"\u0041","method":"\n","params":{}} "#,
+                true,
+            ),
+            // Left to the `Value` path, which decides.
+            (r#"{"jsonrpc":"2.0","id":null,"method":"m"}"#, false),
+            (r#"{"jsonrpc":"2.0","id":1.0,"method":"m"}"#, false),
+            (r#"{"jsonrpc":"2.0","id":1e2,"method":"m"}"#, false),
+            (
+                r#"{"jsonrpc":"2.0","id":9223372036854775808,"method":"m"}"#,
+                false,
+            ),
+            (r#"{"jsonrpc":"2.0","id":[1],"method":"m"}"#, false),
+            (
+                r#"{"jsonrpc":"2.0","id":1,"method":"m","params":null}"#,
+                false,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":1,"method":"m","params":[1]}"#,
+                false,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":1,"method":"m","extra":[[[[1]]]]}"#,
+                false,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":1,"method":"m","method":"n"}"#,
+                false,
+            ),
+            (r#"{"jsonrpc":"1.0","id":1,"method":"m"}"#, false),
+            (r#"{"jsonrpc":"2\u002e0","id":1,"method":"m"}"#, false),
+            (r#"{"jsonrpc":"2.0","id":1,"method":7}"#, false),
+            (r#"{"jsonrpc":"2.0","id":1}"#, false),
+            (r#"{"jsonrpc":"2.0","id":1,"result":{}}"#, false),
+            (r#"{"jsonrpc":"2.0","id":1,"method":"m"} x"#, false),
+            (r#"[{"jsonrpc":"2.0","id":1,"method":"m"}]"#, false),
+            ("", false),
+            ("\u{0}", false),
+        ];
+        for &(text, plain) in cases {
+            let decoded = JsonRpcRequest::decode_plain(text.as_bytes());
+            assert_eq!(decoded.is_some(), plain, "{text}");
+            let via_value = through_value(text.as_bytes());
+            if let Some(request) = &decoded {
+                assert!(same(request, via_value.as_ref().unwrap()), "{text}");
+            }
+            let public = JsonRpcRequest::from_slice(text.as_bytes());
+            match (&public, &via_value) {
+                (Ok(a), Ok(b)) => assert!(same(a, b), "{text}"),
+                (Err(a), Err(b)) => assert_eq!(a, b, "{text}"),
+                _ => panic!("from_slice and the Value path disagree on {text}"),
+            }
+        }
+        // Deeper than serde_json's recursion limit inside params: an error
+        // either way, with the same message.
+        let deep = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"m","params":{{"a":{}{}}}}}"#,
+            "[".repeat(200),
+            "]".repeat(200)
+        );
+        assert!(JsonRpcRequest::decode_plain(deep.as_bytes()).is_none());
+        assert_eq!(
+            JsonRpcRequest::from_slice(deep.as_bytes()).unwrap_err(),
+            through_value(deep.as_bytes()).unwrap_err()
+        );
+    }
+}
