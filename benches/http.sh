@@ -15,6 +15,7 @@
 #
 #   bash benches/http.sh                              # 3 rounds of 10 s per run, 2 wrk threads, 64 connections
 #   ROUNDS=1 DURATION=5s CONNS=32 bash benches/http.sh
+#   SERVER=/path/to/another/build/of/server bash benches/http.sh
 #
 # Needs wrk (Debian: apt-get install -y wrk) and curl. Every server listens
 # on 127.0.0.1 only and is stopped at the end.
@@ -29,9 +30,13 @@ CONNS=${CONNS:-64}
 META='"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}'
 
 command -v wrk >/dev/null || { echo "wrk not found: apt-get install -y wrk" >&2; exit 1; }
-cargo build --quiet --release --features axum --example server
-cargo build --quiet --release -p mcp-task-layer-benches --example ceiling
 bin="${CARGO_TARGET_DIR:-target}/release/examples"
+SERVER=${SERVER:-}
+if [ -z "$SERVER" ]; then
+  cargo build --quiet --release --features axum --example server
+  SERVER="$bin/server"
+fi
+cargo build --quiet --release -p mcp-task-layer-benches --example ceiling
 dir=$(mktemp -d)
 pids=()
 trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; rm -rf "$dir"' EXIT
@@ -54,7 +59,7 @@ post() { # method, Mcp-Name, body → answer
     -H 'MCP-Protocol-Version: 2026-07-28' -H "Mcp-Method: $1" -H "Mcp-Name: $2" -d "$3"
 }
 
-start server "$bin/server" --port "$PORT"
+start server "$SERVER" --port "$PORT"
 task=$(post tools/call failing_job \
   "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"failing_job\",\"arguments\":{},$META}}" |
   sed -n 's/.*"taskId":"\([0-9a-f]*\)".*/\1/p')
