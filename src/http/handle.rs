@@ -73,7 +73,7 @@ where
         Some(request) => request,
         None => match decode(&state.pending, &bytes) {
             Ok(request) => request,
-            Err(response) => return response,
+            Err(response) => return *response,
         },
     };
     let modern = protocol_version(&request).is_some();
@@ -117,25 +117,25 @@ where
 /// What [`JsonRpcRequest::decode_plain`] leaves: a message read through a
 /// `Value`, with the precise error when it is not a request, or a client's
 /// answer to a server→client request.
-fn decode(pending: &PendingRequests, bytes: &[u8]) -> Result<JsonRpcRequest, Response> {
+fn decode(pending: &PendingRequests, bytes: &[u8]) -> Result<JsonRpcRequest, Box<Response>> {
     let value: Value = match serde_json::from_slice(bytes) {
         Ok(value) => value,
         Err(e) => {
             let error = JsonRpcError::parse_error(e);
-            return Err(respond(
+            return Err(Box::new(respond(
                 StatusCode::BAD_REQUEST,
                 &JsonRpcResponse::error(None, error),
-            ));
+            )));
         }
     };
     if is_response(&value) {
-        return Err(accept_answer(pending, value));
+        return Err(Box::new(accept_answer(pending, value)));
     }
     let readable_id = readable_id(&value);
     JsonRpcRequest::from_value(value).map_err(|error| {
-        respond(
+        Box::new(respond(
             StatusCode::BAD_REQUEST,
             &JsonRpcResponse::error(readable_id, error),
-        )
+        ))
     })
 }
