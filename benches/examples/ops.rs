@@ -22,31 +22,13 @@ mod support;
 use std::future::Future;
 
 use mcp_task_layer::store::TaskStore;
-use mcp_task_layer::{Limits, MemoryStore, TaskEvent, TaskLayer, TaskPolicy, TaskStatus};
-use tokio::sync::broadcast::{error::RecvError, Receiver};
+use mcp_task_layer::{MemoryStore, TaskLayer, TaskPolicy, TaskStatus};
 use tower::{service_fn, Layer, Service, ServiceExt};
 
 use support::{
-    call, close_gate, completed_record, get, inner, now_ms, open_gate, runtime, status_of,
-    task_id_of, update, XorShift,
+    call, completed_record, get, inner, now_ms, runtime, status_of, task_id_of,
+    tasks_waiting_for_input, uncapped, update, wait_for, XorShift,
 };
-
-async fn wait_for(rx: &mut Receiver<TaskEvent>, id: &str, status: TaskStatus) {
-    loop {
-        match rx.recv().await {
-            Ok(ev) if ev.task_id == id && ev.status == status => return,
-            Ok(_) | Err(RecvError::Lagged(_)) => {}
-            Err(RecvError::Closed) => panic!("event channel closed"),
-        }
-    }
-}
-
-fn uncapped(layer: TaskLayer) -> TaskLayer {
-    layer.with_limits(Limits {
-        max_tasks_per_owner: usize::MAX,
-        ..Limits::default()
-    })
-}
 
 /// The counted part: everything `ops` runs in here, runners included (a
 /// current-thread runtime runs its spawned tasks inside `block_on`).
@@ -125,30 +107,7 @@ fn main() {
                 let layer = uncapped(TaskLayer::new(store.clone()))
                     .with_tool_policy("ask", TaskPolicy::Task);
                 let mut svc = layer.layer(service_fn(inner));
-                close_gate();
-                let ids = rt.block_on(async {
-                    let handles: Vec<_> = (0..n)
-                        .map(|i| {
-                            let mut svc = svc.clone();
-                            tokio::spawn(
-                                async move { svc.call(call(i as i64, "ask")).await.unwrap() },
-                            )
-                        })
-                        .collect();
-                    let mut ids = Vec::with_capacity(handles.len());
-                    for h in handles {
-                        ids.push(task_id_of(&h.await.unwrap()));
-                    }
-                    open_gate();
-                    for id in &ids {
-                        while store.get(id, now_ms()).await.unwrap().unwrap().status
-                            != TaskStatus::InputRequired
-                        {
-                            tokio::task::yield_now().await;
-                        }
-                    }
-                    ids
-                });
+                let ids = rt.block_on(tasks_waiting_for_input(&svc, &store, n));
                 let mut rx = layer.subscribe();
                 measure(&rt, async {
                     for (i, id) in ids.iter().enumerate() {
