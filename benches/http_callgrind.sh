@@ -5,11 +5,12 @@
 # the ceiling (benches/examples/ceiling.rs) for the same `tasks/get`
 # request. The counters are zeroed after a warm-up and dumped after N
 # requests: the figure is the server's whole work per request (hyper, the
-# endpoint, the layer, tokio, the kernel calls' user side), independent of
-# the host's speed.
+# endpoint, the layer, tokio; not the kernel's), independent of the host's
+# speed.
 #
 #   bash benches/http_callgrind.sh                  # N=2000
 #   SERVER=/path/to/server CEILING=/path/to/ceiling bash benches/http_callgrind.sh
+#   KEEP=/tmp/cg/run bash benches/http_callgrind.sh # keeps each dump for callgrind_annotate
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
