@@ -1,60 +1,110 @@
 #!/usr/bin/env bash
-# `tasks/get` over HTTP on loopback: examples/server.rs (release) under wrk.
+# The crate's HTTP path against the machine's ceiling, in one run: the
+# example server (release, `--port`) and a bare hyper server answering a
+# fixed body of the same size (benches/examples/ceiling.rs), both under the
+# same wrk client, alternating, ROUNDS times:
 #
-#   bash benches/http.sh            # 10 s per run, 2 wrk threads, 64 connections
-#   DURATION=5s CONNS=32 bash benches/http.sh
+#   1. `tasks/get` of a completed task (a `failing_job` task: a tool error
+#      after a second), against a ceiling answering as many bytes;
+#   2. `tools/call` of the `Sync` tool `greet`, passed through the layer to
+#      the example's inner server, against a ceiling answering as many bytes.
 #
-# Needs wrk (Debian: apt-get install -y wrk). Starts the server on 127.0.0.1
-# only, makes one task that stays `working` (slow_compute, 3000 s) and one
-# that completes (failing_job: a tool error after a second), runs wrk
-# against `tasks/get` of each for $DURATION, and stops the server.
+# It prints each run's requests per second and the round's ratio, then per
+# workload the median of each side and the median of the rounds' ratios (BENCHMARKS.md, "HTTP at the
+# ceiling"). The load average is printed before each round.
+#
+#   bash benches/http.sh                              # 3 rounds of 10 s per run, 2 wrk threads, 64 connections
+#   ROUNDS=1 DURATION=5s CONNS=32 bash benches/http.sh
+#   SERVER=/path/to/another/build/of/server bash benches/http.sh
+#
+# Needs wrk (Debian: apt-get install -y wrk) and curl. Every server listens
+# on 127.0.0.1 only and is stopped at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PORT=${PORT:-38117}
+ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-10s}
 THREADS=${THREADS:-2}
 CONNS=${CONNS:-64}
-URL="http://127.0.0.1:$PORT/mcp"
 META='"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}'
 
 command -v wrk >/dev/null || { echo "wrk not found: apt-get install -y wrk" >&2; exit 1; }
-cargo build --quiet --release --features axum --example server
-server="${CARGO_TARGET_DIR:-target}/release/examples/server"
-log=$(mktemp)
-"$server" --port "$PORT" >"$log" 2>&1 &
-pid=$!
-trap 'kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; rm -f "$log"' EXIT
-for _ in $(seq 100); do
-  grep -q listening "$log" && break
+bin="${CARGO_TARGET_DIR:-target}/release/examples"
+SERVER=${SERVER:-}
+if [ -z "$SERVER" ]; then
+  cargo build --quiet --release --features axum --example server
+  SERVER="$bin/server"
+fi
+cargo build --quiet --release -p mcp-task-layer-benches --example ceiling
+dir=$(mktemp -d)
+pids=()
+trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; rm -rf "$dir"' EXIT
+
+start() { # log name, command... (waits for "listening")
+  local log="$dir/$1"
+  shift
+  "$@" >"$log" 2>&1 &
+  pids+=($!)
+  for _ in $(seq 100); do
+    grep -q listening "$log" && return
+    sleep 0.1
+  done
+  cat "$log" >&2
+  exit 1
+}
+post() { # method, Mcp-Name, body → answer
+  curl -sf -m 5 "http://127.0.0.1:$PORT/mcp" -H 'Content-Type: application/json' \
+    -H 'Accept: application/json, text/event-stream' \
+    -H 'MCP-Protocol-Version: 2026-07-28' -H "Mcp-Method: $1" -H "Mcp-Name: $2" -d "$3"
+}
+
+start server "$SERVER" --port "$PORT"
+task=$(post tools/call failing_job \
+  "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"failing_job\",\"arguments\":{},$META}}" |
+  sed -n 's/.*"taskId":"\([0-9a-f]*\)".*/\1/p')
+[ -n "$task" ] || { echo "no task created" >&2; exit 1; }
+GET_BODY="{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tasks/get\",\"params\":{\"taskId\":\"$task\",$META}}"
+CALL_BODY="{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"greet\",\"arguments\":{\"name\":\"bench\"},$META}}"
+for _ in $(seq 50); do
+  post tasks/get "$task" "$GET_BODY" >"$dir/get" && grep -q '"status":"completed"' "$dir/get" && break
   sleep 0.1
 done
-grep -q listening "$log" || { cat "$log" >&2; exit 1; }
+grep -q '"status":"completed"' "$dir/get" || { echo "task not completed" >&2; exit 1; }
+post tools/call greet "$CALL_BODY" >"$dir/call"
+grep -q 'Hello, bench!' "$dir/call" || { echo "greet failed: $(cat "$dir/call")" >&2; exit 1; }
+get_bytes=$(wc -c <"$dir/get")
+call_bytes=$(wc -c <"$dir/call")
+start ceiling_get "$bin/ceiling" --port $((PORT + 1)) --bytes "$get_bytes"
+start ceiling_call "$bin/ceiling" --port $((PORT + 2)) --bytes "$call_bytes"
 
-call() { # tool, arguments → taskId
-  curl -sf -m 5 "$URL" -H 'Content-Type: application/json' \
-    -H 'Accept: application/json, text/event-stream' \
-    -H 'MCP-Protocol-Version: 2026-07-28' -H 'Mcp-Method: tools/call' -H "Mcp-Name: $1" \
-    -d "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"$1\",\"arguments\":$2,$META}}" |
-    sed -n 's/.*"taskId":"\([0-9a-f]*\)".*/\1/p'
+rate() { # port, method, name, body → requests per second
+  MCP_METHOD=$2 MCP_NAME=$3 BODY=$4 wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" \
+    -s benches/http/mcp.lua "http://127.0.0.1:$1/mcp" >"$dir/wrk"
+  grep -q 'Non-2xx' "$dir/wrk" && { cat "$dir/wrk" >&2; exit 1; }
+  awk '/^Requests\/sec:/ {print $2}' "$dir/wrk"
 }
-get() { # taskId → body
-  curl -sf -m 5 "$URL" -H 'Content-Type: application/json' \
-    -H 'Accept: application/json, text/event-stream' \
-    -H 'MCP-Protocol-Version: 2026-07-28' -H 'Mcp-Method: tasks/get' -H "Mcp-Name: $1" \
-    -d "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tasks/get\",\"params\":{\"taskId\":\"$1\",$META}}"
-}
+median() { sort -g | awk '{v[NR]=$1} END {print (NR % 2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
 
-working=$(call slow_compute '{"seconds":3000,"label":"bench"}')
-completed=$(call failing_job '{}')
-[ -n "$working" ] && [ -n "$completed" ] || { echo "no task created" >&2; exit 1; }
-sleep 1.5
-get "$working" | grep -q '"status":"working"' || { echo "task not working" >&2; exit 1; }
-get "$completed" | grep -q '"status":"completed"' || { echo "task not completed" >&2; exit 1; }
-
-for which in working completed; do
-  id=${!which}
-  echo "== tasks/get of a $which task: wrk -t$THREADS -c$CONNS -d$DURATION"
-  TASK_ID=$id wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" --latency \
-    -s benches/http/tasks_get.lua "$URL"
+echo "wrk -t$THREADS -c$CONNS -d$DURATION, $ROUNDS rounds; answers: tasks/get $get_bytes bytes, tools/call $call_bytes bytes"
+for round in $(seq "$ROUNDS"); do
+  echo "round $round, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+  for workload in get call; do
+    if [ $workload = get ]; then args=(tasks/get "$task" "$GET_BODY"); ceiling=$((PORT + 1));
+    else args=(tools/call greet "$CALL_BODY"); ceiling=$((PORT + 2)); fi
+    s=$(rate "$PORT" "${args[@]}")
+    c=$(rate "$ceiling" "${args[@]}")
+    echo "$s" >>"$dir/$workload.server"
+    echo "$c" >>"$dir/$workload.ceiling"
+    echo "$s / $c" | bc -l >>"$dir/$workload.ratio"
+    printf '  %-9s server %9.0f req/s  ceiling %9.0f req/s  ratio %.3f\n' \
+      "$workload" "$s" "$c" "$(tail -1 "$dir/$workload.ratio")"
+  done
+done
+for workload in get call; do
+  s=$(median <"$dir/$workload.server")
+  c=$(median <"$dir/$workload.ceiling")
+  label=$([ $workload = get ] && echo "tasks/get (completed)" || echo "tools/call greet (Sync)")
+  printf 'median %-24s server %9.0f req/s  ceiling %9.0f req/s  ratio %.3f\n' \
+    "$label" "$s" "$c" "$(median <"$dir/$workload.ratio")"
 done

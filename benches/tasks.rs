@@ -52,14 +52,13 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use mcp_task_layer::store::TaskStore;
-use mcp_task_layer::{Limits, MemoryStore, TaskLayer, TaskPolicy, TaskStatus};
-use tokio::sync::broadcast::error::RecvError;
+use mcp_task_layer::{MemoryStore, TaskLayer, TaskPolicy, TaskStatus};
 use tower::{service_fn, Layer, Service};
 
 mod support;
 use support::{
-    call, close_gate, completed_record, get, inner, now_ms, open_gate, runtime, status_of,
-    task_id_of, time_creations, timed, update, XorShift,
+    call, completed_record, get, inner, now_ms, runtime, status_of, task_id_of,
+    tasks_waiting_for_input, time_creations, timed, uncapped, update, wait_for, XorShift,
 };
 
 const CHUNK: u64 = 256;
@@ -126,29 +125,6 @@ fn fixture(n: usize) -> &'static Fixture {
         eprintln!("(made {n} tasks in {:.2?})", start.elapsed());
         f
     })
-}
-
-/// The layer with no cap on unfinished tasks per owner: benches that keep
-/// many tasks waiting (or running) would otherwise meet the default cap.
-fn uncapped(layer: TaskLayer) -> TaskLayer {
-    layer.with_limits(Limits {
-        max_tasks_per_owner: usize::MAX,
-        ..Limits::default()
-    })
-}
-
-async fn wait_for(
-    rx: &mut tokio::sync::broadcast::Receiver<mcp_task_layer::TaskEvent>,
-    id: &str,
-    status: TaskStatus,
-) {
-    loop {
-        match rx.recv().await {
-            Ok(ev) if ev.task_id == id && ev.status == status => return,
-            Ok(_) | Err(RecvError::Lagged(_)) => {}
-            Err(RecvError::Closed) => panic!("event channel closed"),
-        }
-    }
 }
 
 fn create(c: &mut Criterion) {
@@ -349,31 +325,8 @@ fn input_round(c: &mut Criterion) {
             let layer =
                 uncapped(TaskLayer::new(store.clone())).with_tool_policy("ask", TaskPolicy::Task);
             let mut svc = layer.layer(service_fn(inner));
-            // Untimed: `iters` tasks waiting for the answer to `q`, made
-            // concurrently (each waits for the task window's timer) while
-            // the handlers wait at the gate.
-            close_gate();
-            let ids: Vec<String> = rt.block_on(async {
-                let handles: Vec<_> = (0..iters)
-                    .map(|i| {
-                        let mut svc = svc.clone();
-                        tokio::spawn(async move { svc.call(call(i as i64, "ask")).await.unwrap() })
-                    })
-                    .collect();
-                let mut ids = Vec::with_capacity(handles.len());
-                for h in handles {
-                    ids.push(task_id_of(&h.await.unwrap()));
-                }
-                open_gate();
-                for id in &ids {
-                    while store.get(id, now_ms()).await.unwrap().unwrap().status
-                        != TaskStatus::InputRequired
-                    {
-                        tokio::task::yield_now().await;
-                    }
-                }
-                ids
-            });
+            // Untimed: `iters` tasks waiting for the answer to `q`.
+            let ids = rt.block_on(tasks_waiting_for_input(&svc, &store, iters));
             let mut rx = layer.subscribe();
             let mut next = ids.iter();
             timed(

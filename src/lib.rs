@@ -114,7 +114,7 @@ pub mod store;
 
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
-pub use self::http::{McpEndpoint, DEFAULT_BODY_LIMIT};
+pub use self::http::{McpEndpoint, McpService, DEFAULT_BODY_LIMIT};
 #[cfg(feature = "rmcp")]
 #[cfg_attr(docsrs, doc(cfg(feature = "rmcp")))]
 pub use adapter::rmcp::RmcpService;

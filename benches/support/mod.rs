@@ -351,3 +351,62 @@ where
     }
     total
 }
+
+/// The layer with no cap on unfinished tasks per owner: benches that keep
+/// many tasks waiting (or running) would otherwise meet the default cap.
+pub fn uncapped(layer: mcp_task_layer::TaskLayer) -> mcp_task_layer::TaskLayer {
+    layer.with_limits(mcp_task_layer::Limits {
+        max_tasks_per_owner: usize::MAX,
+        ..mcp_task_layer::Limits::default()
+    })
+}
+
+/// Until `rx` reports `status` for task `id`.
+pub async fn wait_for(
+    rx: &mut tokio::sync::broadcast::Receiver<mcp_task_layer::TaskEvent>,
+    id: &str,
+    status: TaskStatus,
+) {
+    use tokio::sync::broadcast::error::RecvError;
+    loop {
+        match rx.recv().await {
+            Ok(ev) if ev.task_id == id && ev.status == status => return,
+            Ok(_) | Err(RecvError::Lagged(_)) => {}
+            Err(RecvError::Closed) => panic!("event channel closed"),
+        }
+    }
+}
+
+/// `n` tasks of the `ask` tool (a `Task` tool of `svc`'s layer over
+/// `store`) waiting for the answer to `q`, made concurrently (each waits for
+/// the task window's timer) while the handlers wait at the gate.
+pub async fn tasks_waiting_for_input<S>(
+    svc: &S,
+    store: &mcp_task_layer::MemoryStore,
+    n: u64,
+) -> Vec<String>
+where
+    S: tower::Service<JsonRpcRequest, Response = JsonRpcResponse> + Clone + Send + 'static,
+    S::Future: Send,
+    S::Error: std::fmt::Debug,
+{
+    use mcp_task_layer::TaskStore;
+    close_gate();
+    let handles: Vec<_> = (0..n)
+        .map(|i| {
+            let mut svc = svc.clone();
+            tokio::spawn(async move { svc.call(call(i as i64, "ask")).await.unwrap() })
+        })
+        .collect();
+    let mut ids = Vec::with_capacity(handles.len());
+    for h in handles {
+        ids.push(task_id_of(&h.await.unwrap()));
+    }
+    open_gate();
+    for id in &ids {
+        while store.get(id, now_ms()).await.unwrap().unwrap().status != TaskStatus::InputRequired {
+            tokio::task::yield_now().await;
+        }
+    }
+    ids
+}

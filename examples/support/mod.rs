@@ -110,7 +110,8 @@ where
     }
     let app = McpEndpoint::new(service)
         .with_identity(bearer_identity)
-        .into_router("/mcp");
+        // The endpoint is the server's only route: no router in front of it.
+        .into_service("/mcp");
 
     let port = args.port;
     let listener = match tokio::net::TcpListener::bind(("127.0.0.1", port)).await {
@@ -122,7 +123,7 @@ where
     };
     let port = listener.local_addr().map_or(port, |a| a.port());
     println!("listening on http://127.0.0.1:{port}/mcp");
-    if let Err(e) = axum::serve(listener, app)
+    if let Err(e) = axum::serve(listener, axum::ServiceExt::into_make_service(app))
         .with_graceful_shutdown(shutdown_signal())
         .await
     {

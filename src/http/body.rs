@@ -33,22 +33,32 @@ pub(super) async fn read_body(parts: &Parts, body: Body, limit: usize) -> Result
         return Err(BodyError::TooLarge);
     }
     let mut body = std::pin::pin!(body);
+    // A body that comes in one frame (most do) is kept as it came; a copy
+    // is made only when a second frame arrives.
+    let mut first: Option<Bytes> = None;
     let mut buf = BytesMut::new();
     while let Some(frame) = next_frame(body.as_mut()).await {
         let Ok(frame) = frame else {
             return Err(BodyError::Unreadable);
         };
         if let Ok(data) = frame.into_data() {
-            if data.len() > limit - buf.len() {
-                let read = buf.len() + data.len();
-                drop(buf);
-                drain_pinned(parts, body, limit, read).await;
+            let read = first.as_ref().map_or(0, Bytes::len) + buf.len();
+            if data.len() > limit - read {
+                drop((first, buf));
+                drain_pinned(parts, body, limit, read + data.len()).await;
                 return Err(BodyError::TooLarge);
             }
-            buf.extend_from_slice(&data);
+            if buf.is_empty() && first.is_none() {
+                first = Some(data);
+            } else {
+                if let Some(first) = first.take() {
+                    buf.extend_from_slice(&first);
+                }
+                buf.extend_from_slice(&data);
+            }
         }
     }
-    Ok(buf.freeze())
+    Ok(first.unwrap_or_else(|| buf.freeze()))
 }
 
 /// Read and drop the body of a request the endpoint refuses, so that the

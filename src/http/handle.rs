@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::request::Parts;
 use axum::http::{Extensions, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -26,7 +26,7 @@ use crate::pending::{is_response, readable_id, PendingRequests};
 /// The hook of [`McpEndpoint::with_identity`](super::McpEndpoint::with_identity).
 pub(super) type IdentityFn = Arc<dyn Fn(&Parts, &mut Extensions) + Send + Sync>;
 
-/// What every request of one endpoint shares: the router's state.
+/// What every request of one endpoint shares.
 pub(super) struct EndpointState<S> {
     pub(super) service: S,
     pub(super) identity: Option<IdentityFn>,
@@ -36,11 +36,8 @@ pub(super) struct EndpointState<S> {
     pub(super) pending: Arc<PendingRequests>,
 }
 
-/// The route's handler: every `POST` to the endpoint's path.
-pub(super) async fn handle<S>(
-    State(state): State<Arc<EndpointState<S>>>,
-    request: Request,
-) -> Response
+/// Every `POST` to the endpoint's path.
+pub(super) async fn handle<S>(state: &EndpointState<S>, request: Request) -> Response
 where
     S: Service<JsonRpcRequest, Response = JsonRpcResponse> + Clone + Send + Sync + 'static,
     S::Future: Send + 'static,
@@ -72,28 +69,12 @@ where
             );
         }
     };
-    let value: Value = match serde_json::from_slice(&bytes) {
-        Ok(value) => value,
-        Err(e) => {
-            let error = JsonRpcError::parse_error(e);
-            return respond(
-                StatusCode::BAD_REQUEST,
-                &JsonRpcResponse::error(None, error),
-            );
-        }
-    };
-    if is_response(&value) {
-        return accept_answer(&state.pending, value);
-    }
-    let readable_id = readable_id(&value);
-    let mut request = match JsonRpcRequest::from_value(value) {
-        Ok(request) => request,
-        Err(error) => {
-            return respond(
-                StatusCode::BAD_REQUEST,
-                &JsonRpcResponse::error(readable_id, error),
-            )
-        }
+    let mut request = match JsonRpcRequest::decode_plain(&bytes) {
+        Some(request) => request,
+        None => match decode(&state.pending, &bytes) {
+            Ok(request) => request,
+            Err(response) => return *response,
+        },
     };
     let modern = protocol_version(&request).is_some();
     if let Err(error) = check_headers(&parts.headers, &request) {
@@ -131,4 +112,30 @@ where
     }));
     let call = state.service.clone().oneshot(request);
     serve_with_peer(call, messages, id, modern).await
+}
+
+/// What [`JsonRpcRequest::decode_plain`] leaves: a message read through a
+/// `Value`, with the precise error when it is not a request, or a client's
+/// answer to a server→client request.
+fn decode(pending: &PendingRequests, bytes: &[u8]) -> Result<JsonRpcRequest, Box<Response>> {
+    let value: Value = match serde_json::from_slice(bytes) {
+        Ok(value) => value,
+        Err(e) => {
+            let error = JsonRpcError::parse_error(e);
+            return Err(Box::new(respond(
+                StatusCode::BAD_REQUEST,
+                &JsonRpcResponse::error(None, error),
+            )));
+        }
+    };
+    if is_response(&value) {
+        return Err(Box::new(accept_answer(pending, value)));
+    }
+    let readable_id = readable_id(&value);
+    JsonRpcRequest::from_value(value).map_err(|error| {
+        Box::new(respond(
+            StatusCode::BAD_REQUEST,
+            &JsonRpcResponse::error(readable_id, error),
+        ))
+    })
 }

@@ -1,8 +1,9 @@
 //! The JSON answers the endpoint writes, and the HTTP status of each.
 
+use axum::body::Body;
 use axum::http::header::CONTENT_TYPE;
 use axum::http::{HeaderValue, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::BoxError;
 use serde_json::json;
 use tracing::warn;
@@ -50,12 +51,14 @@ fn status_of(response: &JsonRpcResponse, modern: bool) -> StatusCode {
 }
 
 fn json_response(status: StatusCode, body: Vec<u8>) -> Response {
-    (
-        status,
-        [(CONTENT_TYPE, HeaderValue::from_static("application/json"))],
-        body,
-    )
-        .into_response()
+    // Built by hand: the same response as `(status, [header], body)
+    // .into_response()`, without the extra header map and body boxing.
+    let mut response = Response::new(Body::from(body));
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
 }
 
 pub(super) fn respond(status: StatusCode, response: &JsonRpcResponse) -> Response {

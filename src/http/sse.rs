@@ -156,16 +156,18 @@ fn sse_event(json: &[u8]) -> Bytes {
 }
 
 /// Whether an `Accept` header lists `text/event-stream`.
+///
+/// Read on the bytes: a value that is not visible ASCII lists nothing
+/// (as `HeaderValue::to_str` would refuse it).
 pub(super) fn accepts_event_stream(headers: &HeaderMap) -> bool {
-    headers
-        .get_all(ACCEPT)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .any(|range| {
-            range
-                .split(';')
-                .next()
-                .is_some_and(|media| media.trim().eq_ignore_ascii_case("text/event-stream"))
-        })
+    headers.get_all(ACCEPT).iter().any(|value| {
+        let value = value.as_bytes();
+        value.iter().all(|&b| b == b'\t' || (32..127).contains(&b))
+            && value.split(|&b| b == b',').any(|range| {
+                let media = range.split(|&b| b == b';').next().unwrap_or_default();
+                media
+                    .trim_ascii()
+                    .eq_ignore_ascii_case(b"text/event-stream")
+            })
+    })
 }

@@ -253,23 +253,12 @@ where
             }
             Line::Eof => return Message::Ignored,
         };
-        // Invalid UTF-8 is not JSON: serde rejects it like any other syntax error.
-        let value: Value = match serde_json::from_slice(&bytes) {
-            Ok(value) => value,
-            Err(e) => {
-                let error = JsonRpcError::parse_error(e);
-                return Message::Refused(JsonRpcResponse::error(None, error).to_vec());
-            }
-        };
-        if is_response(&value) {
-            return Message::Answer(value);
-        }
-        let readable = readable_id(&value);
-        let mut request = match JsonRpcRequest::from_value(value) {
-            Ok(request) => request,
-            Err(error) => {
-                return Message::Refused(JsonRpcResponse::error(readable, error).to_vec())
-            }
+        let mut request = match JsonRpcRequest::decode_plain(&bytes) {
+            Some(request) => request,
+            None => match decode(&bytes) {
+                Ok(request) => request,
+                Err(message) => return message,
+            },
         };
         if request.id.is_none() && request.method == "notifications/cancelled" {
             let id = request
@@ -334,6 +323,28 @@ where
         });
         calls.insert(key, (serial, handle));
     }
+}
+
+/// What [`JsonRpcRequest::decode_plain`] leaves: a line read through a
+/// `Value`, with the precise error when it is not a request, or a client's
+/// answer to a server→client request.
+fn decode(bytes: &[u8]) -> Result<JsonRpcRequest, Message> {
+    // Invalid UTF-8 is not JSON: serde rejects it like any other syntax error.
+    let value: Value = match serde_json::from_slice(bytes) {
+        Ok(value) => value,
+        Err(e) => {
+            let error = JsonRpcError::parse_error(e);
+            return Err(Message::Refused(
+                JsonRpcResponse::error(None, error).to_vec(),
+            ));
+        }
+    };
+    if is_response(&value) {
+        return Err(Message::Answer(value));
+    }
+    let readable = readable_id(&value);
+    JsonRpcRequest::from_value(value)
+        .map_err(|error| Message::Refused(JsonRpcResponse::error(readable, error).to_vec()))
 }
 
 #[cfg(test)]

@@ -15,6 +15,8 @@ use serde_json::{Map, Value};
 
 use crate::json::{compact, parse_trusted, write_json, write_json_str};
 
+mod plain;
+
 /// Error codes used by MCP and by this crate.
 pub mod code {
     /// Invalid JSON was received.
@@ -200,6 +202,9 @@ impl JsonRpcRequest {
     /// cannot be: `-32700` for bytes that are not JSON, `-32600` for JSON that
     /// is not a request object.
     pub fn from_slice(bytes: &[u8]) -> Result<Self, JsonRpcError> {
+        if let Some(request) = Self::decode_plain(bytes) {
+            return Ok(request);
+        }
         let value: Value = serde_json::from_slice(bytes).map_err(JsonRpcError::parse_error)?;
         Self::from_value(value)
     }
