@@ -10,7 +10,7 @@ use tokio::sync::oneshot;
 use tracing::debug;
 
 use crate::hex::push_hex;
-use crate::jsonrpc::{JsonRpcError, JsonRpcResponse, RequestId};
+use crate::jsonrpc::{JsonRpcError, JsonRpcRequest, JsonRpcResponse, RequestId};
 
 /// The client's answer to a server→client request: its `result` or its
 /// `error`.
@@ -135,16 +135,51 @@ pub(crate) fn outgoing_message(id: Option<String>, method: String, params: Value
     Value::Object(message)
 }
 
+/// One message a transport read from the client.
+pub(crate) enum Incoming {
+    /// A request or notification for the service.
+    Request(JsonRpcRequest),
+    /// The client's answer to a server→client request.
+    Answer(Value),
+    /// Not a message the server can take: the error to answer with (its id
+    /// `null` unless the message's id could be read).
+    Refused(JsonRpcResponse),
+}
+
+/// Read one message: the common request straight into a
+/// [`JsonRpcRequest`] ([`JsonRpcRequest::decode_plain`]), anything else
+/// through a `Value`, which gives the precise error.
+pub(crate) fn read_incoming(bytes: &[u8]) -> Incoming {
+    if let Some(request) = JsonRpcRequest::decode_plain(bytes) {
+        return Incoming::Request(request);
+    }
+    // Invalid UTF-8 is not JSON: serde rejects it like any other syntax error.
+    let value: Value = match serde_json::from_slice(bytes) {
+        Ok(value) => value,
+        Err(e) => {
+            return Incoming::Refused(JsonRpcResponse::error(None, JsonRpcError::parse_error(e)))
+        }
+    };
+    if is_response(&value) {
+        return Incoming::Answer(value);
+    }
+    let readable = readable_id(&value);
+    match JsonRpcRequest::from_value(value) {
+        Ok(request) => Incoming::Request(request),
+        Err(error) => Incoming::Refused(JsonRpcResponse::error(readable, error)),
+    }
+}
+
 /// A JSON-RPC response rather than a request: `result` or `error`, no
 /// `method`.
-pub(crate) fn is_response(value: &Value) -> bool {
+fn is_response(value: &Value) -> bool {
     value.as_object().is_some_and(|o| {
         !o.contains_key("method") && (o.contains_key("result") || o.contains_key("error"))
     })
 }
 
 /// The `id` of a message that is not a valid request, if it is usable.
-pub(crate) fn readable_id(value: &Value) -> Option<RequestId> {
+fn readable_id(value: &Value) -> Option<RequestId> {
     match value.get("id")? {
         Value::String(s) => Some(RequestId::String(s.clone())),
         Value::Number(n) => n.as_i64().map(RequestId::Number),

@@ -7,7 +7,6 @@ use axum::http::request::Parts;
 use axum::http::{Extensions, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::BoxError;
-use serde_json::Value;
 use tokio::sync::mpsc;
 use tower::ServiceExt;
 use tower_service::Service;
@@ -21,7 +20,7 @@ use super::response::{outcome_response, respond, respond_without_id, service_fai
 use super::sse::{accepts_event_stream, serve_with_peer};
 use crate::jsonrpc::{JsonRpcError, JsonRpcRequest, JsonRpcResponse};
 use crate::peer::Peer;
-use crate::pending::{is_response, readable_id, PendingRequests};
+use crate::pending::{read_incoming, Incoming, PendingRequests};
 
 /// The hook of [`McpEndpoint::with_identity`](super::McpEndpoint::with_identity).
 pub(super) type IdentityFn = Arc<dyn Fn(&Parts, &mut Extensions) + Send + Sync>;
@@ -69,12 +68,10 @@ where
             );
         }
     };
-    let mut request = match JsonRpcRequest::decode_plain(&bytes) {
-        Some(request) => request,
-        None => match decode(&state.pending, &bytes) {
-            Ok(request) => request,
-            Err(response) => return *response,
-        },
+    let mut request = match read_incoming(&bytes) {
+        Incoming::Request(request) => request,
+        Incoming::Answer(value) => return accept_answer(&state.pending, value),
+        Incoming::Refused(response) => return respond(StatusCode::BAD_REQUEST, &response),
     };
     let modern = protocol_version(&request).is_some();
     if let Err(error) = check_headers(&parts.headers, &request) {
@@ -112,30 +109,4 @@ where
     }));
     let call = state.service.clone().oneshot(request);
     serve_with_peer(call, messages, id, modern).await
-}
-
-/// What [`JsonRpcRequest::decode_plain`] leaves: a message read through a
-/// `Value`, with the precise error when it is not a request, or a client's
-/// answer to a server→client request.
-fn decode(pending: &PendingRequests, bytes: &[u8]) -> Result<JsonRpcRequest, Box<Response>> {
-    let value: Value = match serde_json::from_slice(bytes) {
-        Ok(value) => value,
-        Err(e) => {
-            let error = JsonRpcError::parse_error(e);
-            return Err(Box::new(respond(
-                StatusCode::BAD_REQUEST,
-                &JsonRpcResponse::error(None, error),
-            )));
-        }
-    };
-    if is_response(&value) {
-        return Err(Box::new(accept_answer(pending, value)));
-    }
-    let readable_id = readable_id(&value);
-    JsonRpcRequest::from_value(value).map_err(|error| {
-        Box::new(respond(
-            StatusCode::BAD_REQUEST,
-            &JsonRpcResponse::error(readable_id, error),
-        ))
-    })
 }

@@ -21,7 +21,7 @@ use super::writer::write_lines;
 use crate::context::TaskOwner;
 use crate::jsonrpc::{JsonRpcError, JsonRpcRequest, JsonRpcResponse, RequestId};
 use crate::peer::Peer;
-use crate::pending::{is_response, readable_id, PendingRequests};
+use crate::pending::{read_incoming, Incoming, PendingRequests};
 
 /// How many outgoing messages wait for the writer before senders wait
 /// (responses) or drop (notifications).
@@ -253,12 +253,10 @@ where
             }
             Line::Eof => return Message::Ignored,
         };
-        let mut request = match JsonRpcRequest::decode_plain(&bytes) {
-            Some(request) => request,
-            None => match decode(&bytes) {
-                Ok(request) => request,
-                Err(message) => return message,
-            },
+        let mut request = match read_incoming(&bytes) {
+            Incoming::Request(request) => request,
+            Incoming::Answer(value) => return Message::Answer(value),
+            Incoming::Refused(response) => return Message::Refused(response.to_vec()),
         };
         if request.id.is_none() && request.method == "notifications/cancelled" {
             let id = request
@@ -323,28 +321,6 @@ where
         });
         calls.insert(key, (serial, handle));
     }
-}
-
-/// What [`JsonRpcRequest::decode_plain`] leaves: a line read through a
-/// `Value`, with the precise error when it is not a request, or a client's
-/// answer to a server→client request.
-fn decode(bytes: &[u8]) -> Result<JsonRpcRequest, Message> {
-    // Invalid UTF-8 is not JSON: serde rejects it like any other syntax error.
-    let value: Value = match serde_json::from_slice(bytes) {
-        Ok(value) => value,
-        Err(e) => {
-            let error = JsonRpcError::parse_error(e);
-            return Err(Message::Refused(
-                JsonRpcResponse::error(None, error).to_vec(),
-            ));
-        }
-    };
-    if is_response(&value) {
-        return Err(Message::Answer(value));
-    }
-    let readable = readable_id(&value);
-    JsonRpcRequest::from_value(value)
-        .map_err(|error| Message::Refused(JsonRpcResponse::error(readable, error).to_vec()))
 }
 
 #[cfg(test)]
