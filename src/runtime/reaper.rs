@@ -117,12 +117,10 @@ impl Engine {
             {
                 continue;
             }
-            // With queued execution, workers claim queued runs and re-run
-            // orphans; only failing an orphan is left to the reaper.
-            if self.queued()
-                && (self.cfg.recovery == Recovery::Rerun
-                    || record.lease.as_ref().is_some_and(store::Lease::is_queued))
-            {
+            // With queued execution (and `Fail`: `Rerun` returned above),
+            // a queued run waits for a worker; only failing a dead runner's
+            // task is the reaper's.
+            if self.queued() && record.lease.as_ref().is_some_and(store::Lease::is_queued) {
                 continue;
             }
             match (invoker.clone(), self.cfg.recovery) {
