@@ -465,3 +465,35 @@ async fn an_auto_window_runs_from_the_call_not_from_the_write() {
     assert_eq!(ok(&r)["resultType"], "task", "{r:?}");
     worker.drain().await;
 }
+
+/// R19 across replicas: with a change feed the front hears of the worker's
+/// completion through it (no re-reading), and answers within the window.
+#[cfg(feature = "redis")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_auto_call_is_synchronous_when_another_replicas_worker_finishes_in_time_over_redis() {
+    use common::redis_db::{url, Prefixes};
+
+    let Some(url) = url() else { return };
+    let prefixes = Prefixes::new(&url, "autofeed");
+    let prefix = prefixes.next();
+    let (front_store, worker_store) =
+        tokio::join!(prefixes.store(&prefix), prefixes.store(&prefix));
+    let front = Client::new(layer_on(front_store).with_execution(Execution::Queued));
+    let worker = Worker::start(
+        &layer_on(worker_store).with_execution(Execution::Queued),
+        2,
+        None,
+    );
+    // The first call starts the front's feed; a window of 100 ms is long
+    // for a 1 ms handler, but a loaded machine may miss one.
+    let mut sync = 0;
+    for _ in 0..5 {
+        let r = front.call("slow", json!({ "ms": 1 })).await;
+        if ok(&r)["content"][0]["text"] == "slept 1" {
+            sync += 1;
+        }
+    }
+    assert!(sync >= 1, "no call was answered within its window");
+    worker.drain().await;
+    prefixes.drop_all().await;
+}

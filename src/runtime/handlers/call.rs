@@ -452,13 +452,16 @@ impl Engine {
                 }
             }
             // Without a change feed, a worker in another process is seen
-            // only by reading again.
-            let resync = self
-                .resync_period()
-                .map_or(RESYNC_WITHIN, |p| p.min(RESYNC_WITHIN));
+            // only by reading again; with one, its writes wake the watch.
+            let resync = async {
+                match self.resync_period() {
+                    Some(_) => tokio::time::sleep(RESYNC_WITHIN).await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 () = watch.changed() => {}
-                () = tokio::time::sleep(resync) => {}
+                () = resync => {}
                 () = tokio::time::sleep_until(until) => return None,
             }
         }
