@@ -87,6 +87,7 @@ use mcp_task_layer::protocol::META_PROTOCOL_VERSION;
 use mcp_task_layer::{
     CancellationToken, JsonRpcError, JsonRpcRequest, JsonRpcResponse, TaskHandle,
 };
+use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 mod support;
@@ -107,9 +108,7 @@ async fn mcp_server(req: JsonRpcRequest) -> Result<JsonRpcResponse, Infallible> 
     let id = req.id.clone();
     // 2026-07-28 requests carry their version in `_meta`; that era has no
     // `initialize` or `ping`.
-    let modern = req
-        .meta()
-        .is_some_and(|m| m.contains_key(META_PROTOCOL_VERSION));
+    let modern = req.protocol_version().is_some();
     let outcome = match check_version(&req) {
         Err(e) => Err(e),
         Ok(()) => match req.method.as_str() {
@@ -129,19 +128,20 @@ async fn mcp_server(req: JsonRpcRequest) -> Result<JsonRpcResponse, Infallible> 
 
 /// `-32022` for a 2026-07-28-style request in a version this server lacks.
 fn check_version(req: &JsonRpcRequest) -> Result<(), JsonRpcError> {
-    let requested = req.meta().and_then(|m| m.get(META_PROTOCOL_VERSION));
-    match requested {
-        Some(Value::String(v)) if SUPPORTED_VERSIONS.contains(&v.as_str()) => Ok(()),
-        None => Ok(()),
-        Some(other) => Err(JsonRpcError::new(
-            code::UNSUPPORTED_PROTOCOL_VERSION,
-            "Unsupported protocol version",
-        )
-        .with_data(json!({
-            "supported": SUPPORTED_VERSIONS,
-            "requested": other.as_str().map_or_else(|| other.to_string(), str::to_owned),
-        }))),
-    }
+    let requested = match req.protocol_version() {
+        Some(v) if SUPPORTED_VERSIONS.contains(&v) => return Ok(()),
+        Some(v) => v.to_owned(),
+        // Not a string, or absent (2025-11-25).
+        None => match req.meta().and_then(|m| m.get(META_PROTOCOL_VERSION)) {
+            Some(other) => other.to_string(),
+            None => return Ok(()),
+        },
+    };
+    Err(JsonRpcError::new(
+        code::UNSUPPORTED_PROTOCOL_VERSION,
+        "Unsupported protocol version",
+    )
+    .with_data(json!({ "supported": SUPPORTED_VERSIONS, "requested": requested })))
 }
 
 fn server_info() -> Value {
@@ -273,23 +273,33 @@ async fn work(duration: Duration, cancel: &CancellationToken) -> Result<(), Json
     }
 }
 
+/// The members of a `tools/call` this server reads, read straight from the
+/// request's text (no `Value` of the whole params: `_meta` is skipped).
+#[derive(Default, Deserialize)]
+struct ToolCall {
+    #[serde(default)]
+    name: Value,
+    #[serde(default)]
+    arguments: Value,
+    #[serde(default, rename = "inputResponses")]
+    input_responses: Value,
+}
+
 async fn call_tool(req: &JsonRpcRequest) -> Result<Value, JsonRpcError> {
-    let params = req.params_object();
-    let name = params
-        .and_then(|p| p.get("name"))
-        .and_then(Value::as_str)
+    let call: ToolCall = match &req.params {
+        Some(params) => params.deserialize().map_err(JsonRpcError::invalid_params)?,
+        None => ToolCall::default(),
+    };
+    let name = call
+        .name
+        .as_str()
         .ok_or_else(|| JsonRpcError::invalid_params("missing tool name"))?;
     let empty = Map::new();
-    let args = params
-        .and_then(|p| p.get("arguments"))
-        .and_then(Value::as_object)
-        .unwrap_or(&empty);
+    let args = call.arguments.as_object().unwrap_or(&empty);
     let arg = |key: &str| args.get(key).and_then(Value::as_str);
     // Every answer so far: from the client's retry of a plain MRTR result,
     // or accumulated by TaskLayer when it resumes a task.
-    let answers = params
-        .and_then(|p| p.get("inputResponses"))
-        .and_then(Value::as_object);
+    let answers = call.input_responses.as_object();
     // TaskLayer puts the task's token here; calls it lets through get none.
     let cancel = req
         .extensions

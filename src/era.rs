@@ -6,11 +6,11 @@
 //! follows the 2026-07-28 tasks extension; any other follows 2025-11-25
 //! (docs/requirements.md §1).
 
-use serde_json::{json, Value};
+use serde_json::json;
 
 use crate::config::TaskPolicy;
 use crate::jsonrpc::{JsonRpcError, JsonRpcRequest};
-use crate::protocol::{META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, TASKS_EXTENSION};
+use crate::protocol::TASKS_EXTENSION;
 use crate::store::Era;
 
 /// The era and capabilities of one request, read from its own `_meta`.
@@ -42,21 +42,9 @@ impl RequestEra {
     }
 
     fn read(req: &JsonRpcRequest) -> (Self, Option<&str>) {
-        let Some(meta) = req.meta() else {
-            let legacy = RequestEra {
-                modern: false,
-                tasks_declared: false,
-            };
-            return (legacy, None);
-        };
-        let version = meta.get(META_PROTOCOL_VERSION).and_then(Value::as_str);
+        let version = req.protocol_version();
         let modern = version.is_some();
-        let tasks_declared = modern
-            && meta
-                .get(META_CLIENT_CAPABILITIES)
-                .and_then(|c| c.get("extensions"))
-                .and_then(|e| e.get(TASKS_EXTENSION))
-                .is_some_and(Value::is_object);
+        let tasks_declared = modern && req.declares_tasks();
         let era = RequestEra {
             modern,
             tasks_declared,
@@ -109,9 +97,9 @@ impl RequestEra {
         // 2025-11-25: the client asks for a task with `params.task`; the
         // policy is the tool's `execution.taskSupport`.
         let requested = req
-            .params_object()
-            .and_then(|p| p.get("task"))
-            .is_some_and(Value::is_object);
+            .params
+            .as_ref()
+            .is_some_and(|p| p.is_object_param("task"));
         let refusal = match (policy, requested) {
             (TaskPolicy::Sync, true) => "does not support task-augmented calls",
             (TaskPolicy::Task, false) => "must be called as a task",

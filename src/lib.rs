@@ -122,7 +122,7 @@ pub use config::{Execution, Recovery, TaskPolicy};
 pub use context::{TaskId, TaskOwner, TaskResumeContext};
 pub use future::ResponseFuture;
 pub use json::JsonText;
-pub use jsonrpc::{JsonRpcError, JsonRpcRequest, JsonRpcResponse, RequestId};
+pub use jsonrpc::{JsonRpcError, JsonRpcRequest, JsonRpcResponse, Params, RequestId};
 pub use layer::TaskLayer;
 pub use limits::Limits;
 pub use peer::{ClientPeer, Peer};

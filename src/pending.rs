@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+use bytes::Bytes;
 use serde_json::{Map, Value};
 use tokio::sync::oneshot;
 use tracing::debug;
@@ -149,7 +150,7 @@ pub(crate) enum Incoming {
 /// Read one message: the common request straight into a
 /// [`JsonRpcRequest`] ([`JsonRpcRequest::decode_plain`]), anything else
 /// through a `Value`, which gives the precise error.
-pub(crate) fn read_incoming(bytes: &[u8]) -> Incoming {
+pub(crate) fn read_incoming(bytes: &Bytes) -> Incoming {
     if let Some(request) = JsonRpcRequest::decode_plain(bytes) {
         return Incoming::Request(request);
     }

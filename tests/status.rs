@@ -37,7 +37,10 @@ fn server(gate: Arc<Semaphore>) -> Svc {
     BoxCloneSyncService::new(tower::service_fn(move |req: JsonRpcRequest| {
         let gate = Arc::clone(&gate);
         async move {
-            let params = req.params.clone().unwrap_or(Value::Null);
+            let params = req
+                .params
+                .clone()
+                .map_or(Value::Null, mcp_task_layer::Params::into_value);
             let handle = req.extensions.get::<TaskHandle>().cloned();
             let Some(task) = handle else {
                 return Ok(JsonRpcResponse::error(

@@ -166,7 +166,10 @@ fn text(s: String) -> Value {
 /// works (tokio time) before it answers.
 async fn server(h: Arc<Handlers>, req: JsonRpcRequest) -> Result<JsonRpcResponse, Infallible> {
     let id = req.id.clone();
-    let params = req.params.clone().unwrap_or(Value::Null);
+    let params = req
+        .params
+        .clone()
+        .map_or(Value::Null, mcp_task_layer::Params::into_value);
     let tool = params["name"].as_str().unwrap_or_default();
     let ms = params["arguments"]["ms"].as_u64().unwrap_or(1);
     let token = req

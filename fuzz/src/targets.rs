@@ -27,8 +27,8 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use mcp_task_layer::{
-    JsonRpcError, JsonRpcRequest, JsonRpcResponse, Limits, MemoryStore, RequestId, TaskLayer,
-    TaskOwner, TaskPolicy,
+    JsonRpcError, JsonRpcRequest, JsonRpcResponse, Limits, MemoryStore, Params, RequestId,
+    TaskLayer, TaskOwner, TaskPolicy,
 };
 use serde_json::{json, Value};
 use tokio::runtime::Runtime;
@@ -52,8 +52,8 @@ pub fn jsonrpc_request(data: &[u8]) {
                 obj.get("method").and_then(Value::as_str),
                 Some(req.method.as_str())
             );
-            assert_eq!(obj.get("params"), req.params.as_ref());
-            assert!(req.params.as_ref().is_none_or(Value::is_object));
+            assert_eq!(obj.get("params"), req.params.as_ref().map(Params::as_value));
+            assert!(req.params.as_ref().is_none_or(|p| p.as_value().is_object()));
             match (&req.id, obj.get("id")) {
                 (None, None) => {}
                 (Some(RequestId::Number(n)), Some(v)) => assert_eq!(v.as_i64(), Some(*n)),
@@ -70,7 +70,10 @@ pub fn jsonrpc_request(data: &[u8]) {
             assert_eq!(again.id, req.id);
             assert_eq!(again.method, req.method);
             assert!(
-                same_json(again.params.as_ref(), req.params.as_ref()),
+                same_json(
+                    again.params.as_ref().map(Params::as_value),
+                    req.params.as_ref().map(Params::as_value)
+                ),
                 "params changed in a round trip"
             );
         }
@@ -203,7 +206,7 @@ impl Caller {
         self.next += 1;
         let id = RequestId::Number(self.next);
         let mut req = JsonRpcRequest::new(id.clone(), method, Value::Null);
-        req.params = Some(params);
+        req.params = Some(params.into());
         req.extensions.insert(TaskOwner::new(owner));
         let resp = self
             .svc
@@ -402,7 +405,7 @@ async fn inner(req: JsonRpcRequest) -> Result<JsonRpcResponse, Infallible> {
             JsonRpcError::method_not_found(&req.method),
         ));
     }
-    let params = req.params.unwrap_or(Value::Null);
+    let params = req.params.map_or(Value::Null, Params::into_value);
     let name = params["name"].as_str().unwrap_or_default();
     let text =
         |s: String| json!({ "resultType": "complete", "content": [{ "type": "text", "text": s }] });

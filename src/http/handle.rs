@@ -14,7 +14,7 @@ use tracing::{debug, warn};
 
 use super::body::{drain, read_body, BodyError};
 use super::guard::{admit, AllowedOrigins};
-use super::headers::{check_headers, protocol_version};
+use super::headers::check_headers;
 use super::peer::{accept_answer, StreamPeer, OUTGOING_CAPACITY};
 use super::response::{outcome_response, respond, respond_without_id, service_failed};
 use super::sse::{accepts_event_stream, serve_with_peer};
@@ -73,7 +73,7 @@ where
         Incoming::Answer(value) => return accept_answer(&state.pending, value),
         Incoming::Refused(response) => return respond(StatusCode::BAD_REQUEST, &response),
     };
-    let modern = protocol_version(&request).is_some();
+    let modern = request.protocol_version().is_some();
     if let Err(error) = check_headers(&parts.headers, &request) {
         debug!(method = %request.method, %error, "rejected a request whose headers disagree with its body");
         return match request.id {

@@ -4,16 +4,11 @@ use std::borrow::Cow;
 
 use axum::http::{HeaderMap, HeaderName};
 
-use crate::jsonrpc::{code, JsonRpcError, JsonRpcRequest};
-use crate::protocol::META_PROTOCOL_VERSION;
+use crate::jsonrpc::{code, JsonRpcError, JsonRpcRequest, StrParam};
 
 static MCP_PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
 static MCP_METHOD: HeaderName = HeaderName::from_static("mcp-method");
 static MCP_NAME: HeaderName = HeaderName::from_static("mcp-name");
-
-pub(super) fn protocol_version(request: &JsonRpcRequest) -> Option<&str> {
-    request.meta()?.get(META_PROTOCOL_VERSION)?.as_str()
-}
 
 /// The body value `Mcp-Name` must mirror, for the methods that have one.
 fn routed_name(request: &JsonRpcRequest) -> Option<&str> {
@@ -23,7 +18,10 @@ fn routed_name(request: &JsonRpcRequest) -> Option<&str> {
         "tasks/get" | "tasks/update" | "tasks/cancel" => "taskId",
         _ => return None,
     };
-    request.params_object()?.get(key)?.as_str()
+    match request.str_param(key) {
+        StrParam::Str(value) => Some(value),
+        StrParam::Absent | StrParam::Other => None,
+    }
 }
 
 fn mismatch(detail: &str) -> JsonRpcError {
@@ -55,7 +53,7 @@ pub(super) fn check_headers(
     headers: &HeaderMap,
     request: &JsonRpcRequest,
 ) -> Result<(), JsonRpcError> {
-    let Some(version) = protocol_version(request) else {
+    let Some(version) = request.protocol_version() else {
         return Ok(());
     };
     if single_header(headers, &MCP_PROTOCOL_VERSION, "MCP-Protocol-Version")? != version {

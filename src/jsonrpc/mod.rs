@@ -7,6 +7,7 @@
 use std::fmt;
 use std::sync::OnceLock;
 
+use bytes::Bytes;
 use http::Extensions;
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -15,7 +16,12 @@ use serde_json::{Map, Value};
 
 use crate::json::{compact, parse_trusted, write_json, write_json_str};
 
+mod facts;
+mod params;
 mod plain;
+
+pub use params::Params;
+pub(crate) use params::StrParam;
 
 /// Error codes used by MCP and by this crate.
 pub mod code {
@@ -171,19 +177,24 @@ pub struct JsonRpcRequest {
     pub id: Option<RequestId>,
     /// The method name.
     pub method: String,
-    /// The parameters, if any.
-    pub params: Option<Value>,
+    /// The parameters, if any: as the text that arrived, or a value (see
+    /// [`Params`]).
+    pub params: Option<Params>,
     /// Typed values that travel with the request and are never serialized.
     pub extensions: Extensions,
 }
 
 impl JsonRpcRequest {
     /// A request with an id.
-    pub fn new(id: impl Into<RequestId>, method: impl Into<String>, params: Value) -> Self {
+    pub fn new(
+        id: impl Into<RequestId>,
+        method: impl Into<String>,
+        params: impl Into<Params>,
+    ) -> Self {
         JsonRpcRequest {
             id: Some(id.into()),
             method: method.into(),
-            params: Some(params),
+            params: Some(params.into()),
             extensions: Extensions::new(),
         }
     }
@@ -193,7 +204,7 @@ impl JsonRpcRequest {
         JsonRpcRequest {
             id: None,
             method: method.into(),
-            params,
+            params: params.map(Params::from),
             extensions: Extensions::new(),
         }
     }
@@ -202,7 +213,7 @@ impl JsonRpcRequest {
     /// cannot be: `-32700` for bytes that are not JSON, `-32600` for JSON that
     /// is not a request object.
     pub fn from_slice(bytes: &[u8]) -> Result<Self, JsonRpcError> {
-        if let Some(request) = Self::decode_plain(bytes) {
+        if let Some(request) = Self::decode_plain(&Bytes::copy_from_slice(bytes)) {
             return Ok(request);
         }
         let value: Value = serde_json::from_slice(bytes).map_err(JsonRpcError::parse_error)?;
@@ -244,7 +255,7 @@ impl JsonRpcRequest {
         };
         let params = match obj.remove("params") {
             None => None,
-            Some(p @ Value::Object(_)) => Some(p),
+            Some(p @ Value::Object(_)) => Some(Params::from(p)),
             Some(_) => {
                 return Err(JsonRpcError::invalid_request(
                     "\"params\" must be an object",
@@ -261,12 +272,33 @@ impl JsonRpcRequest {
 
     /// The `params` object, if `params` is one.
     pub fn params_object(&self) -> Option<&Map<String, Value>> {
-        self.params.as_ref().and_then(Value::as_object)
+        self.params.as_ref().and_then(Params::as_object)
     }
 
     /// `params._meta`, if present and an object.
     pub fn meta(&self) -> Option<&Map<String, Value>> {
         self.params_object()?.get("_meta")?.as_object()
+    }
+
+    /// `params._meta["io.modelcontextprotocol/protocolVersion"]`, if a
+    /// string: the version a 2026-07-28 request names (2025-11-25 requests
+    /// have none). Read without building the params' `Value` when the
+    /// request was decoded from bytes.
+    pub fn protocol_version(&self) -> Option<&str> {
+        self.params.as_ref()?.protocol_version()
+    }
+
+    /// Whether `_meta`'s client capabilities declare the tasks extension
+    /// (in the 2026-07-28 era).
+    pub(crate) fn declares_tasks(&self) -> bool {
+        self.params.as_ref().is_some_and(Params::declares_tasks)
+    }
+
+    /// A member of `params` the layer reads as a string.
+    pub(crate) fn str_param(&self, key: &str) -> StrParam<'_> {
+        self.params
+            .as_ref()
+            .map_or(StrParam::Absent, |p| p.str_param(key))
     }
 }
 

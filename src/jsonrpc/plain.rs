@@ -3,12 +3,12 @@
 
 use std::fmt;
 
+use bytes::Bytes;
 use http::Extensions;
-use serde::de::Error as _;
 use serde::{Deserialize, Deserializer};
-use serde_json::Value;
 
-use super::{JsonRpcRequest, RequestId};
+use super::facts::{read_facts, ReadFacts};
+use super::{JsonRpcRequest, Params, RequestId};
 
 impl JsonRpcRequest {
     /// The common case of [`from_slice`](Self::from_slice) without the
@@ -19,7 +19,7 @@ impl JsonRpcRequest {
     /// is `None`, and the caller decodes through a `Value`, which gives the
     /// precise error or the same request: the answer on the wire does not
     /// depend on which path read the message.
-    pub(crate) fn decode_plain(bytes: &[u8]) -> Option<Self> {
+    pub(crate) fn decode_plain(bytes: &Bytes) -> Option<Self> {
         #[derive(Deserialize)]
         #[serde(deny_unknown_fields)]
         struct Plain<'a> {
@@ -28,14 +28,17 @@ impl JsonRpcRequest {
             method: String,
             #[serde(default, deserialize_with = "strict_id")]
             id: Option<RequestId>,
-            #[serde(default, deserialize_with = "object_params")]
-            params: Option<Value>,
+            #[serde(default, borrow, deserialize_with = "read_facts")]
+            params: Option<ReadFacts<'a>>,
         }
         let plain: Plain<'_> = serde_json::from_slice(bytes).ok()?;
-        (plain.jsonrpc == "2.0").then(|| JsonRpcRequest {
+        if plain.jsonrpc != "2.0" {
+            return None;
+        }
+        Some(JsonRpcRequest {
             id: plain.id,
             method: plain.method,
-            params: plain.params,
+            params: plain.params.map(|facts| Params::from_message(bytes, facts)),
             extensions: Extensions::new(),
         })
     }
@@ -68,19 +71,11 @@ fn strict_id<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Reques
     deserializer.deserialize_any(Id).map(Some)
 }
 
-/// `params` that [`JsonRpcRequest::from_value`] accepts: an object (a
-/// `null` is an error, not an absent `params`).
-fn object_params<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Value>, D::Error> {
-    match Value::deserialize(deserializer)? {
-        params @ Value::Object(_) => Ok(Some(params)),
-        _ => Err(D::Error::custom("\"params\" must be an object")),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::jsonrpc::JsonRpcError;
+    use serde_json::Value;
 
     /// What the `Value` path makes of `bytes`: the request, or the error.
     fn through_value(bytes: &[u8]) -> Result<JsonRpcRequest, JsonRpcError> {
@@ -88,8 +83,19 @@ mod tests {
         JsonRpcRequest::from_value(value)
     }
 
+    /// The same request, and the same facts the layer routes on, whether
+    /// they are read from the message (`a`) or from a `Value` (`b`).
     fn same(a: &JsonRpcRequest, b: &JsonRpcRequest) -> bool {
-        a.id == b.id && a.method == b.method && a.params == b.params
+        a.id == b.id
+            && a.method == b.method
+            && a.params == b.params
+            && a.protocol_version() == b.protocol_version()
+            && a.declares_tasks() == b.declares_tasks()
+            && ["taskId", "name", "uri", "cursor"]
+                .iter()
+                .all(|key| a.str_param(key) == b.str_param(key))
+            && a.params.as_ref().map(|p| p.is_object_param("task"))
+                == b.params.as_ref().map(|p| p.is_object_param("task"))
     }
 
     /// The plain decoding reads exactly what the `Value` path reads, and
@@ -111,7 +117,38 @@ mod tests {
                 r#" {"jsonrpc":"2.0","id":"\u0041","method":"\n","params":{}} "#,
                 true,
             ),
-            // Left to the `Value` path, which decides.
+            // What the layer routes on, read in the decoding pass: escapes,
+            // repeated members (the last counts), other types.
+            (
+                r#"{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"a\u00e9\n","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}}}"#,
+                true,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"a","taskId":7,"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"},"_meta":[]}}"#,
+                true,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","task":{},"_meta":{"io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}}}"#,
+                true,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":null,"task":[],"uri":{"a":"b"},"_meta":{"io.modelcontextprotocol/protocolVersion":7,"io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":true}}}}}"#,
+                true,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"v","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{},"io.modelcontextprotocol/tasks":1}}}}}"#,
+                true,
+            ),
+            // Left to the `Value` path, which decides: inside params, what
+            // a `Value` refuses (a lone surrogate, a number out of range).
+            (
+                r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"a":"\ud800"}}"#,
+                false,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"a":[1e400]}}"#,
+                false,
+            ),
             (r#"{"jsonrpc":"2.0","id":null,"method":"m"}"#, false),
             (r#"{"jsonrpc":"2.0","id":1.0,"method":"m"}"#, false),
             (r#"{"jsonrpc":"2.0","id":1e2,"method":"m"}"#, false),
@@ -147,7 +184,7 @@ mod tests {
             ("\u{0}", false),
         ];
         for &(text, plain) in cases {
-            let decoded = JsonRpcRequest::decode_plain(text.as_bytes());
+            let decoded = JsonRpcRequest::decode_plain(&Bytes::copy_from_slice(text.as_bytes()));
             assert_eq!(decoded.is_some(), plain, "{text}");
             let via_value = through_value(text.as_bytes());
             if let Some(request) = &decoded {
@@ -167,7 +204,7 @@ mod tests {
             "[".repeat(200),
             "]".repeat(200)
         );
-        assert!(JsonRpcRequest::decode_plain(deep.as_bytes()).is_none());
+        assert!(JsonRpcRequest::decode_plain(&Bytes::copy_from_slice(deep.as_bytes())).is_none());
         assert_eq!(
             JsonRpcRequest::from_slice(deep.as_bytes()).unwrap_err(),
             through_value(deep.as_bytes()).unwrap_err()

@@ -1,6 +1,7 @@
 //! One stream: read lines, dispatch each message, answer as calls finish,
 //! and wind down at the end of the input.
 
+use bytes::Bytes;
 use std::collections::HashMap;
 use std::io;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -253,7 +254,7 @@ where
             }
             Line::Eof => return Message::Ignored,
         };
-        let mut request = match read_incoming(&bytes) {
+        let mut request = match read_incoming(&Bytes::from(bytes)) {
             Incoming::Request(request) => request,
             Incoming::Answer(value) => return Message::Answer(value),
             Incoming::Refused(response) => return Message::Refused(response.to_vec()),
@@ -348,7 +349,7 @@ mod tests {
             let ms = req
                 .params
                 .as_ref()
-                .and_then(|p| p["ms"].as_u64())
+                .and_then(|p| p.get("ms")?.as_u64())
                 .unwrap_or(0);
             tokio::time::sleep(Duration::from_millis(ms)).await;
             Ok::<_, Infallible>(JsonRpcResponse::result(req.id, json!({"slept": ms})))

@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use mcp_task_layer::{
-    CancellationToken, JsonRpcRequest, JsonRpcResponse, TaskEvent, TaskLayer, TaskOwner,
+    CancellationToken, JsonRpcRequest, JsonRpcResponse, Params, TaskEvent, TaskLayer, TaskOwner,
     TaskPolicy, TaskResumeContext, TaskStatus,
 };
 use serde_json::{json, Value};
@@ -180,7 +180,7 @@ pub fn server(seen: Arc<Seen>) -> BoxCloneSyncService<JsonRpcRequest, JsonRpcRes
                 };
                 return Ok(JsonRpcResponse::result(id, result));
             }
-            let params = req.params.clone().unwrap_or(Value::Null);
+            let params = req.params.clone().map_or(Value::Null, Params::into_value);
             let tool = params["name"].as_str().unwrap_or_default().to_owned();
             *seen.calls.lock().unwrap().entry(tool.clone()).or_default() += 1;
             let token = req.extensions.get::<CancellationToken>().cloned();

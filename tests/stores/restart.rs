@@ -18,7 +18,10 @@ type Inner = BoxCloneSyncService<JsonRpcRequest, JsonRpcResponse, Infallible>;
 /// `ask`: works 1 ms, then asks for `name` until it has it and greets.
 fn server() -> Inner {
     BoxCloneSyncService::new(tower::service_fn(|req: JsonRpcRequest| async move {
-        let params = req.params.clone().unwrap_or(Value::Null);
+        let params = req
+            .params
+            .clone()
+            .map_or(Value::Null, mcp_task_layer::Params::into_value);
         tokio::time::sleep(Duration::from_millis(20)).await;
         let name = params["inputResponses"]["name"]["content"]["name"].as_str();
         let result = match name {

@@ -45,7 +45,10 @@ type Inner = BoxCloneSyncService<JsonRpcRequest, JsonRpcResponse, Infallible>;
 /// secret argument again on the resume.
 fn server() -> Inner {
     BoxCloneSyncService::new(tower::service_fn(|req: JsonRpcRequest| async move {
-        let params = req.params.clone().unwrap_or(Value::Null);
+        let params = req
+            .params
+            .clone()
+            .map_or(Value::Null, mcp_task_layer::Params::into_value);
         tokio::time::sleep(Duration::from_millis(20)).await;
         if params["arguments"]["secret"] != ARG_SECRET {
             return Ok(JsonRpcResponse::error(

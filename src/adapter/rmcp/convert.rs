@@ -8,7 +8,8 @@ use std::sync::Arc;
 use rmcp::model::{ClientRequest, ErrorCode, ErrorData, NumberOrString, ServerResult};
 use serde_json::{Map, Value};
 
-use crate::jsonrpc::{JsonRpcError, JsonRpcResponse, RequestId};
+use crate::json::write_json_str;
+use crate::jsonrpc::{JsonRpcError, JsonRpcResponse, Params, RequestId};
 
 /// rmcp's id for a request id of ours.
 pub(super) fn rmcp_id(id: &RequestId) -> NumberOrString {
@@ -20,17 +21,34 @@ pub(super) fn rmcp_id(id: &RequestId) -> NumberOrString {
 
 /// `method` and `params` as rmcp's `ClientRequest`: an unknown method
 /// becomes its `CustomRequest`, known ones with malformed params `-32602`.
+///
+/// Params that arrived as text are read from it, without a `Value` between.
 pub(super) fn client_request(
     method: String,
-    params: Option<Value>,
+    params: Option<Params>,
 ) -> Result<ClientRequest, JsonRpcError> {
+    let invalid = |e: serde_json::Error| {
+        // A position in the message built here means nothing to the client.
+        let text = e.to_string();
+        let suffix = format!(" at line {} column {}", e.line(), e.column());
+        let detail = text.strip_suffix(suffix.as_str()).unwrap_or(&text);
+        JsonRpcError::invalid_params(format!("invalid params: {detail}"))
+    };
+    if let Some(text) = params.as_ref().and_then(Params::text) {
+        let mut message = String::with_capacity(text.len() + method.len() + 24);
+        message.push_str("{\"method\":");
+        write_json_str(&mut message, &method);
+        message.push_str(",\"params\":");
+        message.push_str(text);
+        message.push('}');
+        return serde_json::from_str(&message).map_err(invalid);
+    }
     let mut message = Map::with_capacity(2);
     message.insert("method".into(), Value::String(method));
     if let Some(params) = params {
-        message.insert("params".into(), params);
+        message.insert("params".into(), params.into_value());
     }
-    serde_json::from_value(Value::Object(message))
-        .map_err(|e| JsonRpcError::invalid_params(format!("invalid params: {e}")))
+    serde_json::from_value(Value::Object(message)).map_err(invalid)
 }
 
 /// The handler's answer as our response: the result as rmcp serializes it

@@ -4,7 +4,7 @@
 
 use serde_json::{json, Value};
 
-use crate::jsonrpc::{JsonRpcError, JsonRpcRequest, JsonRpcResponse, RequestId};
+use crate::jsonrpc::{JsonRpcError, JsonRpcRequest, JsonRpcResponse, RequestId, StrParam};
 
 mod call;
 mod cancel;
@@ -41,9 +41,9 @@ pub(crate) fn respond(
 
 /// Read `params.taskId` as a string.
 fn task_id_param(req: &JsonRpcRequest) -> Result<&str, JsonRpcError> {
-    match req.params_object().and_then(|p| p.get("taskId")) {
-        Some(Value::String(id)) => Ok(id),
-        Some(_) => Err(JsonRpcError::invalid_params("\"taskId\" must be a string")),
-        None => Err(JsonRpcError::invalid_params("missing \"taskId\"")),
+    match req.str_param("taskId") {
+        StrParam::Str(id) => Ok(id),
+        StrParam::Other => Err(JsonRpcError::invalid_params("\"taskId\" must be a string")),
+        StrParam::Absent => Err(JsonRpcError::invalid_params("missing \"taskId\"")),
     }
 }

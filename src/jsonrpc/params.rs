@@ -1,0 +1,352 @@
+//! [`Params`]: a request's `params`, read from the message that arrived
+//! until a caller asks for a `Value`.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::ops::Range;
+use std::sync::OnceLock;
+
+use bytes::Bytes;
+use serde::de::Deserializer;
+use serde::{Deserialize, Serialize, Serializer};
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
+
+use super::facts::{Member, ReadFacts};
+use crate::protocol::{META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, TASKS_EXTENSION};
+
+/// The `params` of a [`JsonRpcRequest`](super::JsonRpcRequest).
+///
+/// A request decoded from bytes keeps the message it arrived in (shared,
+/// not copied) and what the layer routes on (`_meta`'s protocol version and
+/// capabilities, `taskId`, `name`, `uri`, whether `task` is an object), read
+/// in the same pass that decoded the message. A `Value` of the params is
+/// built only when someone asks for one ([`as_value`](Self::as_value),
+/// [`as_object`](Self::as_object), [`get`](Self::get); once, then kept), so
+/// a `tasks/get`, or a passed-through call whose inner service reads typed
+/// params ([`deserialize`](Self::deserialize)), never builds the tree.
+///
+/// Params built in-process hold their `Value` (`From<Value>`,
+/// `From<Map<String, Value>>`). Two params are equal when their values are.
+#[derive(Clone)]
+pub struct Params {
+    repr: Repr,
+}
+
+#[derive(Clone)]
+enum Repr {
+    Value(Value),
+    /// Boxed: a request moves through several futures, and this is five
+    /// times the size of a `Value`.
+    Message(Box<FromMessage>),
+}
+
+#[derive(Clone)]
+struct FromMessage {
+    /// The whole JSON-RPC message, valid JSON with exactly one `params`,
+    /// an object.
+    message: Bytes,
+    facts: Facts,
+    parsed: OnceLock<Value>,
+    /// Where the params' text is in `message`, found on first use.
+    text: OnceLock<Range<usize>>,
+}
+
+/// A string member of `params`, as the layer reads it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum StrParam<'a> {
+    Absent,
+    Str(&'a str),
+    /// Present, but not a string.
+    Other,
+}
+
+impl Params {
+    /// The params of `message`, whose one pass read `facts` (borrowed from
+    /// `message`).
+    pub(crate) fn from_message(message: &Bytes, facts: ReadFacts<'_>) -> Self {
+        let base = message.as_ref();
+        Params {
+            repr: Repr::Message(Box::new(FromMessage {
+                facts: Facts {
+                    version: facts.version.map(|v| Text::locate(v, base)),
+                    tasks_declared: facts.tasks_declared,
+                    task_is_object: facts.task_is_object,
+                    task_id: facts.task_id.locate(base),
+                    name: facts.name.locate(base),
+                    uri: facts.uri.locate(base),
+                },
+                message: message.clone(),
+                parsed: OnceLock::new(),
+                text: OnceLock::new(),
+            })),
+        }
+    }
+
+    /// The params as a `Value`, parsed on first use.
+    pub fn as_value(&self) -> &Value {
+        match &self.repr {
+            Repr::Value(value) => value,
+            Repr::Message(m) => m
+                .parsed
+                .get_or_init(|| only_params(&m.message).unwrap_or(Value::Null)),
+        }
+    }
+
+    /// The params as a `Value`, taken out.
+    pub fn into_value(self) -> Value {
+        match self.repr {
+            Repr::Value(value) => value,
+            Repr::Message(mut m) => m
+                .parsed
+                .take()
+                .unwrap_or_else(|| only_params(&m.message).unwrap_or(Value::Null)),
+        }
+    }
+
+    /// The params object, if the params are one (decoded requests always
+    /// are).
+    pub fn as_object(&self) -> Option<&Map<String, Value>> {
+        self.as_value().as_object()
+    }
+
+    /// One member of the params object.
+    pub fn get(&self, key: &str) -> Option<&Value> {
+        self.as_object()?.get(key)
+    }
+
+    /// The JSON text the params arrived as, if they did (as sent:
+    /// whitespace included).
+    pub fn text(&self) -> Option<&str> {
+        let Repr::Message(m) = &self.repr else {
+            return None;
+        };
+        let (message, text) = (&m.message, &m.text);
+        let range = text.get_or_init(|| {
+            #[derive(Deserialize)]
+            struct Only<'a> {
+                #[serde(borrow)]
+                params: &'a RawValue,
+            }
+            serde_json::from_slice::<Only<'_>>(message)
+                .ok()
+                .and_then(|only| offset_in(only.params.get(), message))
+                .unwrap_or(0..0)
+        });
+        std::str::from_utf8(message.get(range.clone())?).ok()
+    }
+
+    /// The params as `T`, read straight from the message when they arrived
+    /// in one and no `Value` was built yet.
+    pub fn deserialize<T: serde::de::DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
+        match &self.repr {
+            Repr::Message(m) if m.parsed.get().is_none() => {
+                #[derive(Deserialize)]
+                struct Only<T> {
+                    params: T,
+                }
+                serde_json::from_slice::<Only<T>>(&m.message).map(|only| only.params)
+            }
+            _ => T::deserialize(self.as_value()),
+        }
+    }
+
+    /// `_meta`'s `io.modelcontextprotocol/protocolVersion`, if a string.
+    pub(crate) fn protocol_version(&self) -> Option<&str> {
+        match &self.repr {
+            Repr::Message(m) => Some(m.facts.version.as_ref()?.get(&m.message)),
+            Repr::Value(value) => value_meta(value)?.get(META_PROTOCOL_VERSION)?.as_str(),
+        }
+    }
+
+    /// Whether `_meta`'s client capabilities hold the tasks extension as an
+    /// object (counted only with a 2026-07-28 protocol version).
+    pub(crate) fn declares_tasks(&self) -> bool {
+        match &self.repr {
+            Repr::Message(m) => m.facts.tasks_declared,
+            Repr::Value(value) => {
+                self.protocol_version().is_some()
+                    && value_meta(value)
+                        .and_then(|m| m.get(META_CLIENT_CAPABILITIES))
+                        .and_then(|c| c.get("extensions"))
+                        .and_then(|e| e.get(TASKS_EXTENSION))
+                        .is_some_and(Value::is_object)
+            }
+        }
+    }
+
+    /// A member the layer reads as a string.
+    pub(crate) fn str_param(&self, key: &str) -> StrParam<'_> {
+        if let Repr::Message(m) = &self.repr {
+            let (message, facts) = (&m.message, &m.facts);
+            let member = match key {
+                "taskId" => &facts.task_id,
+                "name" => &facts.name,
+                "uri" => &facts.uri,
+                // Not a member the facts keep: read the tree.
+                _ => return value_str_param(self.as_value(), key),
+            };
+            return match member {
+                Member::Absent => StrParam::Absent,
+                Member::Str(text) => StrParam::Str(text.get(message)),
+                Member::Object | Member::Other => StrParam::Other,
+            };
+        }
+        value_str_param(self.as_value(), key)
+    }
+
+    /// Whether member `key` is an object (`task` is the one the layer asks
+    /// about; any other reads the tree).
+    pub(crate) fn is_object_param(&self, key: &str) -> bool {
+        match &self.repr {
+            Repr::Message(m) if key == "task" => m.facts.task_is_object,
+            _ => self.get(key).is_some_and(Value::is_object),
+        }
+    }
+}
+
+/// The `params` of a message decoded before (so it parses).
+fn only_params(message: &[u8]) -> Option<Value> {
+    #[derive(Deserialize)]
+    struct Only {
+        params: Value,
+    }
+    serde_json::from_slice::<Only>(message)
+        .ok()
+        .map(|only| only.params)
+}
+
+/// Where `part`, borrowed from `whole`, lies in it.
+fn offset_in(part: &str, whole: &[u8]) -> Option<Range<usize>> {
+    let start = (part.as_ptr() as usize).checked_sub(whole.as_ptr() as usize)?;
+    let end = start.checked_add(part.len())?;
+    (end <= whole.len()).then_some(start..end)
+}
+
+fn value_meta(value: &Value) -> Option<&Map<String, Value>> {
+    value.get("_meta")?.as_object()
+}
+
+fn value_str_param<'a>(value: &'a Value, key: &str) -> StrParam<'a> {
+    match value.get(key) {
+        None => StrParam::Absent,
+        Some(Value::String(s)) => StrParam::Str(s),
+        Some(_) => StrParam::Other,
+    }
+}
+
+impl From<Value> for Params {
+    fn from(value: Value) -> Self {
+        Params {
+            repr: Repr::Value(value),
+        }
+    }
+}
+
+impl From<Map<String, Value>> for Params {
+    fn from(map: Map<String, Value>) -> Self {
+        Params::from(Value::Object(map))
+    }
+}
+
+/// `null`, as `Value::default()`.
+impl Default for Params {
+    fn default() -> Self {
+        Params::from(Value::Null)
+    }
+}
+
+/// `params["key"]`, as on a `Value`: `Null` for a missing member.
+impl std::ops::Index<&str> for Params {
+    type Output = Value;
+    fn index(&self, key: &str) -> &Value {
+        &self.as_value()[key]
+    }
+}
+
+impl PartialEq for Params {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_value() == other.as_value()
+    }
+}
+
+impl PartialEq<Value> for Params {
+    fn eq(&self, other: &Value) -> bool {
+        self.as_value() == other
+    }
+}
+
+impl fmt::Debug for Params {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (&self.repr, self.text()) {
+            (Repr::Message(_), Some(text)) => f.debug_tuple("Params").field(&text).finish(),
+            _ => fmt::Debug::fmt(self.as_value(), f),
+        }
+    }
+}
+
+impl Serialize for Params {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        // Through the value, so that every serializer (not only
+        // serde_json's) sees a map.
+        self.as_value().serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for Params {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Value::deserialize(deserializer).map(Params::from)
+    }
+}
+
+/// What the layer routes on, with each string as a place in the message
+/// (or a copy, for a string with escapes).
+#[derive(Clone)]
+struct Facts {
+    version: Option<Text>,
+    tasks_declared: bool,
+    task_is_object: bool,
+    task_id: Member<Text>,
+    name: Member<Text>,
+    uri: Member<Text>,
+}
+
+/// A string of the message.
+#[derive(Clone)]
+enum Text {
+    At(Range<usize>),
+    Unescaped(Box<str>),
+}
+
+impl Text {
+    fn locate(s: Cow<'_, str>, message: &[u8]) -> Self {
+        match s {
+            Cow::Borrowed(b) => {
+                offset_in(b, message).map_or_else(|| Text::Unescaped(b.into()), Text::At)
+            }
+            Cow::Owned(o) => Text::Unescaped(o.into_boxed_str()),
+        }
+    }
+
+    fn get<'a>(&'a self, message: &'a [u8]) -> &'a str {
+        match self {
+            // A string serde_json borrowed from the message: valid UTF-8.
+            Text::At(range) => message
+                .get(range.clone())
+                .and_then(|b| std::str::from_utf8(b).ok())
+                .unwrap_or_default(),
+            Text::Unescaped(s) => s,
+        }
+    }
+}
+
+impl Member<Cow<'_, str>> {
+    fn locate(self, message: &[u8]) -> Member<Text> {
+        match self {
+            Member::Absent => Member::Absent,
+            Member::Str(s) => Member::Str(Text::locate(s, message)),
+            Member::Object => Member::Object,
+            Member::Other => Member::Other,
+        }
+    }
+}
