@@ -827,6 +827,68 @@ async fn after_the_answer_requests_fail_and_notifications_are_dropped() {
     assert_eq!(error.code, -32603, "{error}");
 }
 
+/// The channel to a response stream is made when the peer first sends:
+/// a peer that first sends after its client hung up must fail at once,
+/// not queue into a channel nobody reads (fails without the end of the
+/// peer when the response future is dropped).
+#[tokio::test]
+async fn a_peer_that_first_sends_after_the_client_left_fails_at_once() {
+    let (peers_tx, mut peers) = mpsc::unbounded_channel();
+    let service = service_fn(move |req: JsonRpcRequest| {
+        let peers_tx = peers_tx.clone();
+        async move {
+            // Dropped with this future: tells the test the server let go.
+            let (gone, watch) = tokio::sync::oneshot::channel::<()>();
+            let _ = peers_tx.send((req.extensions.get::<Peer>().cloned().unwrap(), watch));
+            let _gone = gone;
+            std::future::pending::<Result<JsonRpcResponse, Infallible>>().await
+        }
+    });
+    let app = McpEndpoint::new(service).into_router("/mcp");
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+
+    let stream = TcpStream::connect(addr).await.unwrap();
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .unwrap();
+    let connection = tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    let mut post = Request::post("/mcp").header(HOST, addr.to_string());
+    for (name, value) in accepting(ACCEPT_BOTH) {
+        post = post.header(name, value);
+    }
+    let post = post
+        .body(Full::new(Bytes::from(request(8, "wait").to_string())))
+        .unwrap();
+    let sent = tokio::spawn(async move { sender.send_request(post).await });
+    let (peer, watch) = tokio::time::timeout(Duration::from_secs(5), peers.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    // Hang up before the peer has sent anything; the server drops the call.
+    sent.abort();
+    connection.abort();
+    tokio::time::timeout(Duration::from_secs(5), watch)
+        .await
+        .expect("the server drops the call of a client that left")
+        .unwrap_err();
+
+    let outcome = tokio::time::timeout(
+        Duration::from_secs(5),
+        peer.request("ping".into(), Value::Null),
+    )
+    .await
+    .expect("a request to a client that left ends");
+    assert_eq!(outcome.unwrap_err().code, -32603);
+    tokio::time::timeout(Duration::from_secs(5), peer.closed())
+        .await
+        .expect("the peer reports its stream closed");
+    peer.notify("notifications/message".into(), json!({})).await;
+}
+
 #[tokio::test]
 async fn a_client_that_goes_away_fails_the_pending_request() {
     let mut server = start_talker().await;

@@ -115,7 +115,9 @@ pub async fn inner(req: JsonRpcRequest) -> Result<JsonRpcResponse, Infallible> {
     if req.method != "tools/call" {
         return Ok(JsonRpcResponse::result(id, Value::Object(Map::new())));
     }
-    let params = req.params.map_or(Value::Null, mcp_task_layer::Params::into_value);
+    let params = req
+        .params
+        .map_or(Value::Null, mcp_task_layer::Params::into_value);
     let result = match params["name"].as_str() {
         Some("ask") => {
             let answered = params

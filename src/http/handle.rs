@@ -7,7 +7,6 @@ use axum::http::request::Parts;
 use axum::http::{Extensions, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::BoxError;
-use tokio::sync::mpsc;
 use tower::ServiceExt;
 use tower_service::Service;
 use tracing::{debug, warn};
@@ -15,7 +14,7 @@ use tracing::{debug, warn};
 use super::body::{drain, read_body, BodyError};
 use super::guard::{admit, AllowedOrigins};
 use super::headers::check_headers;
-use super::peer::{accept_answer, StreamPeer, OUTGOING_CAPACITY};
+use super::peer::{accept_answer, StreamPeer};
 use super::response::{outcome_response, respond, respond_without_id, service_failed};
 use super::sse::{accepts_event_stream, serve_with_peer};
 use crate::jsonrpc::{JsonRpcError, JsonRpcRequest, JsonRpcResponse};
@@ -102,11 +101,9 @@ where
         let (status, response) = outcome_response(id, outcome, modern);
         return respond(status, &response);
     }
-    let (outgoing, messages) = mpsc::channel(OUTGOING_CAPACITY);
-    request.extensions.insert(Peer::new(StreamPeer {
-        outgoing,
-        pending: Arc::clone(&state.pending),
-    }));
+    let peer = Arc::new(StreamPeer::new(Arc::clone(&state.pending)));
+    let shared: Arc<StreamPeer> = Arc::clone(&peer);
+    request.extensions.insert(Peer(shared));
     let call = state.service.clone().oneshot(request);
-    serve_with_peer(call, messages, id, modern).await
+    serve_with_peer(call, peer, id, modern).await
 }

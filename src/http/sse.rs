@@ -4,6 +4,7 @@ use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use axum::body::{Body, Bytes, HttpBody};
@@ -16,14 +17,15 @@ use serde_json::{json, Value};
 use tokio::sync::mpsc;
 use tracing::warn;
 
+use super::peer::StreamPeer;
 use super::response::{outcome_response, respond, service_failed};
 use crate::jsonrpc::{JsonRpcResponse, RequestId};
 
-/// Run `call` with a peer whose messages arrive on `messages`: plain JSON if
-/// the call ends before the peer sends anything, an SSE stream otherwise.
+/// Run `call` with `peer`: plain JSON if the call ends before the peer
+/// sends anything, an SSE stream otherwise.
 pub(super) async fn serve_with_peer<F, E>(
     call: F,
-    mut messages: mpsc::Receiver<Value>,
+    peer: Arc<StreamPeer>,
     id: RequestId,
     modern: bool,
 ) -> Response
@@ -31,47 +33,102 @@ where
     F: Future<Output = Result<JsonRpcResponse, E>> + Send + 'static,
     E: Into<BoxError>,
 {
+    // Whichever way this ends (the answer, or the caller dropping this
+    // future), the peer can send no more and a channel it made is closed.
+    let peer = EndsPeer(peer);
     let mut call = Box::pin(call);
-    let mut open = true;
-    let first = loop {
-        tokio::select! {
-            biased;
-            message = messages.recv(), if open => match message {
-                Some(message) => break Ok(message),
-                // Every sender is gone, the peer included: only the call is left.
-                None => open = false,
-            },
-            outcome = &mut call => break Err(outcome),
+    // Most calls answer without a message: no channel until the peer sends.
+    tokio::select! {
+        biased;
+        () = peer.0.opened() => {}
+        outcome = &mut call => return answer_after::<F, E>(peer, outcome, id, modern),
+    }
+    let Some(mut messages) = peer.0.messages() else {
+        let outcome = call.await;
+        return answer_after::<F, E>(peer, outcome, id, modern);
+    };
+    let message = tokio::select! {
+        biased;
+        message = messages.recv() => message,
+        outcome = &mut call => {
+            peer.0.end();
+            return drain_into::<F, E>(&mut messages, peer, outcome, id, modern);
         }
     };
-    match first {
-        Ok(message) => event_stream(EventStream {
-            queued: VecDeque::from([message]),
-            call: Some(call),
-            messages,
-            id,
-            last: None,
-        }),
-        Err(outcome) => {
-            // Whatever the peer sends from now on is dropped, but what it
-            // sent before the answer still goes first.
-            messages.close();
-            let mut queued = VecDeque::new();
-            while let Ok(message) = messages.try_recv() {
-                queued.push_back(message);
-            }
-            let (status, response) = outcome_response(id.clone(), outcome, modern);
-            if queued.is_empty() {
-                return respond(status, &response);
-            }
-            event_stream(EventStream::<F> {
-                queued,
-                call: None,
-                messages,
-                id,
-                last: Some(sse_event(&response.to_vec())),
-            })
+    let Some(message) = message else {
+        // Every sender is gone: only the call is left.
+        let outcome = call.await;
+        peer.0.end();
+        return drain_into::<F, E>(&mut messages, peer, outcome, id, modern);
+    };
+    event_stream(EventStream {
+        queued: VecDeque::from([message]),
+        call: Some(call),
+        messages: Some(messages),
+        peer,
+        id,
+        last: None,
+    })
+}
+
+/// The call answered first: what the peer queued before still goes first.
+fn answer_after<F, E>(
+    peer: EndsPeer,
+    outcome: Result<JsonRpcResponse, E>,
+    id: RequestId,
+    modern: bool,
+) -> Response
+where
+    F: Future<Output = Result<JsonRpcResponse, E>> + Send + 'static,
+    E: Into<BoxError>,
+{
+    match peer.0.end() {
+        Some(mut messages) => drain_into::<F, E>(&mut messages, peer, outcome, id, modern),
+        None => {
+            let (status, response) = outcome_response(id, outcome, modern);
+            respond(status, &response)
         }
+    }
+}
+
+fn drain_into<F, E>(
+    messages: &mut mpsc::Receiver<Value>,
+    peer: EndsPeer,
+    outcome: Result<JsonRpcResponse, E>,
+    id: RequestId,
+    modern: bool,
+) -> Response
+where
+    F: Future<Output = Result<JsonRpcResponse, E>> + Send + 'static,
+    E: Into<BoxError>,
+{
+    // Whatever the peer sends from now on is dropped, but what it sent
+    // before the answer still goes first.
+    messages.close();
+    let mut queued = VecDeque::new();
+    while let Ok(message) = messages.try_recv() {
+        queued.push_back(message);
+    }
+    let (status, response) = outcome_response(id.clone(), outcome, modern);
+    if queued.is_empty() {
+        return respond(status, &response);
+    }
+    event_stream(EventStream::<F> {
+        queued,
+        call: None,
+        messages: None,
+        peer,
+        id,
+        last: Some(sse_event(&response.to_vec())),
+    })
+}
+
+/// Ends the peer when dropped: the response is written, or abandoned.
+struct EndsPeer(Arc<StreamPeer>);
+
+impl Drop for EndsPeer {
+    fn drop(&mut self) {
+        self.0.end();
     }
 }
 
@@ -94,7 +151,9 @@ fn event_stream(
 struct EventStream<F> {
     queued: VecDeque<Value>,
     call: Option<Pin<Box<F>>>,
-    messages: mpsc::Receiver<Value>,
+    /// `None` once the call has answered and the queue is drained.
+    messages: Option<mpsc::Receiver<Value>>,
+    peer: EndsPeer,
     id: RequestId,
     /// The final event, once the call has answered.
     last: Option<Bytes>,
@@ -126,7 +185,9 @@ where
             return event(&message);
         }
         if let Some(call) = this.call.as_mut() {
-            if let Poll::Ready(Some(message)) = this.messages.poll_recv(cx) {
+            if let Some(Poll::Ready(Some(message))) =
+                this.messages.as_mut().map(|m| m.poll_recv(cx))
+            {
                 return event(&message);
             }
             let outcome = match call.as_mut().poll(cx) {
@@ -134,11 +195,14 @@ where
                 Poll::Pending => return Poll::Pending,
             };
             this.call = None;
-            this.messages.close();
+            this.peer.0.end();
+            if let Some(messages) = this.messages.as_mut() {
+                messages.close();
+            }
             let (_, response) = outcome_response(this.id.clone(), outcome, false);
             this.last = Some(sse_event(&response.to_vec()));
         }
-        if let Ok(message) = this.messages.try_recv() {
+        if let Some(Ok(message)) = this.messages.as_mut().map(mpsc::Receiver::try_recv) {
             return event(&message);
         }
         Poll::Ready(this.last.take().map(|last| Ok(Frame::data(last))))
@@ -160,8 +224,45 @@ fn sse_event(json: &[u8]) -> Bytes {
 /// Read on the bytes: a value that is not visible ASCII lists nothing
 /// (as `HeaderValue::to_str` would refuse it).
 pub(super) fn accepts_event_stream(headers: &HeaderMap) -> bool {
-    headers.get_all(ACCEPT).iter().any(|value| {
-        let value = value.as_bytes();
+    headers
+        .get_all(ACCEPT)
+        .iter()
+        .any(|value| lists_event_stream(value.as_bytes()))
+}
+
+/// Whether one of the comma-separated media ranges of `value` is
+/// `text/event-stream` (any case, parameters and spaces around it allowed).
+///
+/// Looks for the name and checks what surrounds it, instead of splitting
+/// the value (an `Accept` is read on every request).
+fn lists_event_stream(value: &[u8]) -> bool {
+    const NAME: &[u8] = b"text/event-stream";
+    if !value.iter().all(|&b| b == b'\t' || (32..127).contains(&b)) {
+        return false;
+    }
+    let blank = |bytes: &[u8]| bytes.iter().all(u8::is_ascii_whitespace);
+    (0..value.len().saturating_sub(NAME.len() - 1)).any(|at| {
+        let end = at + NAME.len();
+        value[at..end].eq_ignore_ascii_case(NAME) && {
+            let before = &value[..at];
+            let range_start = before.iter().rposition(|&b| b == b',').map_or(0, |i| i + 1);
+            let after = &value[end..];
+            let type_end = after
+                .iter()
+                .position(|&b| b == b',' || b == b';')
+                .unwrap_or(after.len());
+            blank(&before[range_start..]) && blank(&after[..type_end])
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::lists_event_stream;
+
+    /// The split-and-compare reading of an `Accept` value, as the media
+    /// range grammar says: the fast scan must agree with it.
+    fn by_ranges(value: &[u8]) -> bool {
         value.iter().all(|&b| b == b'\t' || (32..127).contains(&b))
             && value.split(|&b| b == b',').any(|range| {
                 let media = range.split(|&b| b == b';').next().unwrap_or_default();
@@ -169,5 +270,37 @@ pub(super) fn accepts_event_stream(headers: &HeaderMap) -> bool {
                     .trim_ascii()
                     .eq_ignore_ascii_case(b"text/event-stream")
             })
-    })
+    }
+
+    #[test]
+    fn the_accept_scan_agrees_with_splitting_the_ranges() {
+        let cases = [
+            "application/json, text/event-stream",
+            "text/event-stream",
+            " text/event-stream ",
+            "\ttext/event-stream;q=0.5",
+            "Text/Event-Stream",
+            "application/json",
+            "*/*",
+            "",
+            "text/event-stream2",
+            "xtext/event-stream",
+            "text/event-streamx, application/json",
+            "a;x=text/event-stream",
+            "a, b;q=1;x=text/event-stream , text/event-stream ;q=0",
+            "text/event-stream\u{7f}",
+            "text/event-str",
+            ",,text/event-stream,,",
+            "text/plain, text/event-stream;charset=utf-8",
+            "te xt/event-stream",
+        ];
+        for case in cases {
+            assert_eq!(
+                lists_event_stream(case.as_bytes()),
+                by_ranges(case.as_bytes()),
+                "{case:?}"
+            );
+        }
+        assert!(!lists_event_stream(b"text/event-stream\xff"));
+    }
 }
