@@ -42,9 +42,8 @@ impl RequestEra {
     }
 
     fn read(req: &JsonRpcRequest) -> (Self, Option<&str>) {
-        let version = req.protocol_version();
+        let (version, tasks_declared) = req.era_facts();
         let modern = version.is_some();
-        let tasks_declared = modern && req.declares_tasks();
         let era = RequestEra {
             modern,
             tasks_declared,

@@ -237,6 +237,10 @@ pub(super) fn accepts_event_stream(headers: &HeaderMap) -> bool {
 /// the value (an `Accept` is read on every request).
 fn lists_event_stream(value: &[u8]) -> bool {
     const NAME: &[u8] = b"text/event-stream";
+    // What the SDKs send, compared whole.
+    if value == b"application/json, text/event-stream" {
+        return true;
+    }
     if !value.iter().all(|&b| b == b'\t' || (32..127).contains(&b)) {
         return false;
     }

@@ -288,10 +288,12 @@ impl JsonRpcRequest {
         self.params.as_ref()?.protocol_version()
     }
 
-    /// Whether `_meta`'s client capabilities declare the tasks extension
-    /// (in the 2026-07-28 era).
-    pub(crate) fn declares_tasks(&self) -> bool {
-        self.params.as_ref().is_some_and(Params::declares_tasks)
+    /// `_meta`'s protocol version (if a string) and whether it declares the
+    /// tasks extension (only counted with a version), in one look.
+    pub(crate) fn era_facts(&self) -> (Option<&str>, bool) {
+        self.params
+            .as_ref()
+            .map_or((None, false), Params::era_facts)
     }
 
     /// A member of `params` the layer reads as a string.

@@ -153,24 +153,30 @@ impl Params {
 
     /// `_meta`'s `io.modelcontextprotocol/protocolVersion`, if a string.
     pub(crate) fn protocol_version(&self) -> Option<&str> {
-        match &self.repr {
-            Repr::Message(m) => Some(m.facts.version.as_ref()?.get(&m.message)),
-            Repr::Value(value) => value_meta(value)?.get(META_PROTOCOL_VERSION)?.as_str(),
-        }
+        self.era_facts().0
     }
 
-    /// Whether `_meta`'s client capabilities hold the tasks extension as an
-    /// object (counted only with a 2026-07-28 protocol version).
-    pub(crate) fn declares_tasks(&self) -> bool {
+    /// `_meta`'s protocol version (if a string), and whether its client
+    /// capabilities hold the tasks extension as an object (counted only
+    /// with a version): what the request's era is read from, in one look.
+    pub(crate) fn era_facts(&self) -> (Option<&str>, bool) {
         match &self.repr {
-            Repr::Message(m) => m.facts.tasks_declared,
+            Repr::Message(m) => (
+                m.facts.version.as_ref().map(|v| v.get(&m.message)),
+                m.facts.tasks_declared,
+            ),
             Repr::Value(value) => {
-                self.protocol_version().is_some()
-                    && value_meta(value)
-                        .and_then(|m| m.get(META_CLIENT_CAPABILITIES))
+                let Some(meta) = value_meta(value) else {
+                    return (None, false);
+                };
+                let version = meta.get(META_PROTOCOL_VERSION).and_then(Value::as_str);
+                let declared = version.is_some()
+                    && meta
+                        .get(META_CLIENT_CAPABILITIES)
                         .and_then(|c| c.get("extensions"))
                         .and_then(|e| e.get(TASKS_EXTENSION))
-                        .is_some_and(Value::is_object)
+                        .is_some_and(Value::is_object);
+                (version, declared)
             }
         }
     }

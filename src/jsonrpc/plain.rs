@@ -89,8 +89,7 @@ mod tests {
         a.id == b.id
             && a.method == b.method
             && a.params == b.params
-            && a.protocol_version() == b.protocol_version()
-            && a.declares_tasks() == b.declares_tasks()
+            && a.era_facts() == b.era_facts()
             && ["taskId", "name", "uri", "cursor"]
                 .iter()
                 .all(|key| a.str_param(key) == b.str_param(key))
