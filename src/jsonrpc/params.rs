@@ -356,3 +356,66 @@ impl Member<Cow<'_, str>> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+    use serde::Deserialize;
+    use serde_json::{json, Value};
+
+    use crate::jsonrpc::{JsonRpcRequest, StrParam};
+
+    fn decoded(text: &str) -> JsonRpcRequest {
+        JsonRpcRequest::decode_plain(&Bytes::copy_from_slice(text.as_bytes())).unwrap()
+    }
+
+    /// Params read from the message give what a `Value` of them gives, by
+    /// every way in, and the text as sent.
+    #[test]
+    fn params_kept_in_the_message_read_as_their_value() {
+        let text = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params": {"name":"gr\u0065et", "arguments":{"n":[1,2.5,null]},"_meta":{}} }"#;
+        let request = decoded(text);
+        let params = request.params.as_ref().unwrap();
+        assert_eq!(
+            params.text(),
+            Some(r#"{"name":"gr\u0065et", "arguments":{"n":[1,2.5,null]},"_meta":{}}"#)
+        );
+        #[derive(Deserialize, PartialEq, Debug)]
+        struct Call {
+            name: String,
+            arguments: Value,
+        }
+        let expected = Call {
+            name: "greet".into(),
+            arguments: json!({"n": [1, 2.5, null]}),
+        };
+        // Typed, before and after a `Value` exists.
+        assert_eq!(params.deserialize::<Call>().unwrap(), expected);
+        assert_eq!(request.str_param("name"), StrParam::Str("greet"));
+        let value = json!({"name": "greet", "arguments": {"n": [1, 2.5, null]}, "_meta": {}});
+        assert_eq!(params.as_value(), &value);
+        assert_eq!(params.deserialize::<Call>().unwrap(), expected);
+        assert_eq!(params["arguments"]["n"][1], 2.5);
+        assert_eq!(params.get("missing"), None);
+        assert_eq!(request.params_object().unwrap().len(), 3);
+        assert_eq!(*params, value);
+        assert_eq!(params.clone().into_value(), value);
+        // A fresh copy, never parsed, gives the same value when taken out.
+        assert_eq!(decoded(text).params.unwrap().into_value(), value);
+        assert!(format!("{params:?}").contains("arguments"));
+    }
+
+    /// Params built in-process hold their value and have no text.
+    #[test]
+    fn params_built_in_process_hold_their_value() {
+        let request = JsonRpcRequest::new(1, "tasks/get", json!({"taskId": "t"}));
+        let params = request.params.as_ref().unwrap();
+        assert_eq!(params.text(), None);
+        assert_eq!(request.str_param("taskId"), StrParam::Str("t"));
+        assert_eq!(request.era_facts(), (None, false));
+        assert_eq!(
+            serde_json::to_value(&request).unwrap(),
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tasks/get", "params": {"taskId": "t"}})
+        );
+    }
+}
