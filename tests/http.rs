@@ -127,10 +127,7 @@ async fn start_with(limit: Option<usize>) -> Server {
     if let Some(limit) = limit {
         endpoint = endpoint.with_body_limit(limit);
     }
-    let app = endpoint.into_router("/mcp");
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await });
+    let addr = serve_locally(endpoint.into_router("/mcp")).await;
     Server { addr, seen }
 }
 
@@ -606,10 +603,16 @@ async fn start_talker() -> Talker {
     let (probe_tx, probe) = mpsc::unbounded_channel();
     let app =
         McpEndpoint::new(service_fn(move |req| talker(probe_tx.clone(), req))).into_router("/mcp");
+    let addr = serve_locally(app).await;
+    Talker { addr, probe }
+}
+
+/// Serve `app` on a free local port.
+async fn serve_locally(app: axum::Router) -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await });
-    Talker { addr, probe }
+    addr
 }
 
 const ACCEPT_BOTH: &str = "application/json, text/event-stream";
@@ -662,8 +665,19 @@ impl Events {
     }
 }
 
-/// POST `body` and return the response before its body is read.
-async fn open(addr: SocketAddr, headers: &[(String, String)], body: &Value) -> Events {
+/// A request sent on a connection of its own: its response on the way,
+/// and the connection's task (abort both to hang up).
+struct Sent {
+    response: tokio::task::JoinHandle<hyper::Result<hyper::Response<hyper::body::Incoming>>>,
+    connection: tokio::task::JoinHandle<()>,
+}
+
+/// POST `body` on a new connection.
+async fn send_on_new_connection(
+    addr: SocketAddr,
+    headers: &[(String, String)],
+    body: &Value,
+) -> Sent {
     let stream = TcpStream::connect(addr).await.unwrap();
     let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
         .await
@@ -678,7 +692,20 @@ async fn open(addr: SocketAddr, headers: &[(String, String)], body: &Value) -> E
     let request = request
         .body(Full::new(Bytes::from(body.to_string())))
         .unwrap();
-    let response = sender.send_request(request).await.unwrap();
+    let response = tokio::spawn(async move { sender.send_request(request).await });
+    Sent {
+        response,
+        connection,
+    }
+}
+
+/// POST `body` and return the response before its body is read.
+async fn open(addr: SocketAddr, headers: &[(String, String)], body: &Value) -> Events {
+    let Sent {
+        response,
+        connection,
+    } = send_on_new_connection(addr, headers, body).await;
+    let response = response.await.unwrap().unwrap();
     Events {
         status: response.status(),
         content_type: response
@@ -844,33 +871,15 @@ async fn a_peer_that_first_sends_after_the_client_left_fails_at_once() {
             std::future::pending::<Result<JsonRpcResponse, Infallible>>().await
         }
     });
-    let app = McpEndpoint::new(service).into_router("/mcp");
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await });
-
-    let stream = TcpStream::connect(addr).await.unwrap();
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .unwrap();
-    let connection = tokio::spawn(async move {
-        let _ = conn.await;
-    });
-    let mut post = Request::post("/mcp").header(HOST, addr.to_string());
-    for (name, value) in accepting(ACCEPT_BOTH) {
-        post = post.header(name, value);
-    }
-    let post = post
-        .body(Full::new(Bytes::from(request(8, "wait").to_string())))
-        .unwrap();
-    let sent = tokio::spawn(async move { sender.send_request(post).await });
+    let addr = serve_locally(McpEndpoint::new(service).into_router("/mcp")).await;
+    let sent = send_on_new_connection(addr, &accepting(ACCEPT_BOTH), &request(8, "wait")).await;
     let (peer, watch) = tokio::time::timeout(Duration::from_secs(5), peers.recv())
         .await
         .unwrap()
         .unwrap();
     // Hang up before the peer has sent anything; the server drops the call.
-    sent.abort();
-    connection.abort();
+    sent.response.abort();
+    sent.connection.abort();
     tokio::time::timeout(Duration::from_secs(5), watch)
         .await
         .expect("the server drops the call of a client that left")

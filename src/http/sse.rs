@@ -41,39 +41,38 @@ where
     tokio::select! {
         biased;
         () = peer.0.opened() => {}
-        outcome = &mut call => return answer_after::<F, E>(peer, outcome, id, modern),
+        outcome = &mut call => return answer::<F, E>(peer, None, outcome, id, modern),
     }
-    let Some(mut messages) = peer.0.messages() else {
-        let outcome = call.await;
-        return answer_after::<F, E>(peer, outcome, id, modern);
+    let mut messages = peer.0.messages();
+    let first = match &mut messages {
+        Some(queue) => tokio::select! {
+            biased;
+            message = queue.recv() => message,
+            outcome = &mut call => return answer::<F, E>(peer, messages, outcome, id, modern),
+        },
+        None => None,
     };
-    let message = tokio::select! {
-        biased;
-        message = messages.recv() => message,
-        outcome = &mut call => {
-            peer.0.end();
-            return drain_into::<F, E>(&mut messages, peer, outcome, id, modern);
-        }
-    };
-    let Some(message) = message else {
+    let Some(first) = first else {
         // Every sender is gone: only the call is left.
         let outcome = call.await;
-        peer.0.end();
-        return drain_into::<F, E>(&mut messages, peer, outcome, id, modern);
+        return answer::<F, E>(peer, messages, outcome, id, modern);
     };
     event_stream(EventStream {
-        queued: VecDeque::from([message]),
+        queued: VecDeque::from([first]),
         call: Some(call),
-        messages: Some(messages),
+        messages,
         peer,
         id,
         last: None,
     })
 }
 
-/// The call answered first: what the peer queued before still goes first.
-fn answer_after<F, E>(
+/// The response once the call has answered: plain JSON, or, when the peer
+/// queued messages before the answer (in `taken`, or still in the peer),
+/// those first and the answer last on an event stream.
+fn answer<F, E>(
     peer: EndsPeer,
+    taken: Option<mpsc::Receiver<Value>>,
     outcome: Result<JsonRpcResponse, E>,
     id: RequestId,
     modern: bool,
@@ -82,32 +81,14 @@ where
     F: Future<Output = Result<JsonRpcResponse, E>> + Send + 'static,
     E: Into<BoxError>,
 {
-    match peer.0.end() {
-        Some(mut messages) => drain_into::<F, E>(&mut messages, peer, outcome, id, modern),
-        None => {
-            let (status, response) = outcome_response(id, outcome, modern);
-            respond(status, &response)
-        }
-    }
-}
-
-fn drain_into<F, E>(
-    messages: &mut mpsc::Receiver<Value>,
-    peer: EndsPeer,
-    outcome: Result<JsonRpcResponse, E>,
-    id: RequestId,
-    modern: bool,
-) -> Response
-where
-    F: Future<Output = Result<JsonRpcResponse, E>> + Send + 'static,
-    E: Into<BoxError>,
-{
-    // Whatever the peer sends from now on is dropped, but what it sent
-    // before the answer still goes first.
-    messages.close();
+    // The peer can send no more; what it sent before still goes first.
+    let untaken = peer.0.end();
     let mut queued = VecDeque::new();
-    while let Ok(message) = messages.try_recv() {
-        queued.push_back(message);
+    if let Some(mut messages) = taken.or(untaken) {
+        messages.close();
+        while let Ok(message) = messages.try_recv() {
+            queued.push_back(message);
+        }
     }
     let (status, response) = outcome_response(id.clone(), outcome, modern);
     if queued.is_empty() {
