@@ -11,7 +11,7 @@ use crate::advertise::Edit;
 use crate::config::TaskPolicy;
 use crate::era::{missing_tasks_capability, wants_task_notifications, RequestEra};
 use crate::future::ResponseFuture;
-use crate::jsonrpc::{JsonRpcRequest, JsonRpcResponse, StrParam};
+use crate::jsonrpc::{JsonRpcRequest, JsonRpcResponse};
 use crate::runtime::handlers::{KeptCall, TaskCandidate};
 use crate::runtime::Engine;
 use crate::store::Era;
@@ -155,10 +155,7 @@ where
             Ok(era) => era,
             Err(e) => return answer(JsonRpcResponse::error(req.id, e)),
         };
-        let name = match req.str_param("name") {
-            StrParam::Str(name) => name,
-            StrParam::Absent | StrParam::Other => "",
-        };
+        let name = req.str_param("name").as_str().unwrap_or_default();
         let policy = self.engine.cfg.policy(name);
         match era.wants_task(&req, name, policy) {
             Ok(true) => {}

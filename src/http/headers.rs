@@ -4,7 +4,7 @@ use std::borrow::Cow;
 
 use axum::http::{HeaderMap, HeaderName};
 
-use crate::jsonrpc::{code, JsonRpcError, JsonRpcRequest, StrParam};
+use crate::jsonrpc::{code, JsonRpcError, JsonRpcRequest};
 
 static MCP_PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
 static MCP_METHOD: HeaderName = HeaderName::from_static("mcp-method");
@@ -18,10 +18,7 @@ fn routed_name(request: &JsonRpcRequest) -> Option<&str> {
         "tasks/get" | "tasks/update" | "tasks/cancel" => "taskId",
         _ => return None,
     };
-    match request.str_param(key) {
-        StrParam::Str(value) => Some(value),
-        StrParam::Absent | StrParam::Other => None,
-    }
+    request.str_param(key).as_str()
 }
 
 fn mismatch(detail: &str) -> JsonRpcError {

@@ -61,6 +61,16 @@ pub(crate) enum StrParam<'a> {
     Other,
 }
 
+impl<'a> StrParam<'a> {
+    /// The string, when the member is one.
+    pub(crate) fn as_str(self) -> Option<&'a str> {
+        match self {
+            StrParam::Str(s) => Some(s),
+            StrParam::Absent | StrParam::Other => None,
+        }
+    }
+}
+
 impl Params {
     /// The params of `message`, whose one pass read `facts` (borrowed from
     /// `message`).
@@ -89,7 +99,7 @@ impl Params {
             Repr::Value(value) => value,
             Repr::Message(m) => m
                 .parsed
-                .get_or_init(|| only_params(&m.message).unwrap_or(Value::Null)),
+                .get_or_init(|| params_in(&m.message).unwrap_or(Value::Null)),
         }
     }
 
@@ -100,7 +110,7 @@ impl Params {
             Repr::Message(mut m) => m
                 .parsed
                 .take()
-                .unwrap_or_else(|| only_params(&m.message).unwrap_or(Value::Null)),
+                .unwrap_or_else(|| params_in(&m.message).unwrap_or(Value::Null)),
         }
     }
 
@@ -140,13 +150,7 @@ impl Params {
     /// in one and no `Value` was built yet.
     pub fn deserialize<T: serde::de::DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
         match &self.repr {
-            Repr::Message(m) if m.parsed.get().is_none() => {
-                #[derive(Deserialize)]
-                struct Only<T> {
-                    params: T,
-                }
-                serde_json::from_slice::<Only<T>>(&m.message).map(|only| only.params)
-            }
+            Repr::Message(m) if m.parsed.get().is_none() => params_in(&m.message),
             _ => T::deserialize(self.as_value()),
         }
     }
@@ -211,15 +215,14 @@ impl Params {
     }
 }
 
-/// The `params` of a message decoded before (so it parses).
-fn only_params(message: &[u8]) -> Option<Value> {
+/// The `params` member of `message` as `T`, the other members skipped (a
+/// `Value` of a message decoded before always parses).
+fn params_in<T: serde::de::DeserializeOwned>(message: &[u8]) -> Result<T, serde_json::Error> {
     #[derive(Deserialize)]
-    struct Only {
-        params: Value,
+    struct Only<T> {
+        params: T,
     }
-    serde_json::from_slice::<Only>(message)
-        .ok()
-        .map(|only| only.params)
+    serde_json::from_slice::<Only<T>>(message).map(|only| only.params)
 }
 
 /// Where `part`, borrowed from `whole`, lies in it.
