@@ -101,6 +101,7 @@ mod limits;
 pub mod metrics;
 #[cfg(not(feature = "metrics"))]
 mod metrics;
+mod names;
 mod peer;
 #[cfg(any(feature = "axum", feature = "stdio"))]
 mod pending;
