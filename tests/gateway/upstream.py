@@ -221,7 +221,17 @@ async def ask_sampling(prompt: str, ctx: Context) -> str:
 @mcp.tool(description="Ask the client for its roots (roots/list); return their uris, one a line.", structured_output=False)
 async def ask_roots(ctx: Context) -> str:
     started("ask_roots")
-    result = await ctx.request_context.session.list_roots()
+    session = ctx.request_context.session
+    if MCP_MAJOR >= 2:
+        # session.list_roots() takes no related_request_id, so over Streamable HTTP it
+        # would go out on the GET stream; this puts it on the call's POST stream.
+        from mcp.shared.message import ServerMessageMetadata
+        from mcp.types import ListRootsRequest, ListRootsResult
+
+        metadata = ServerMessageMetadata(related_request_id=ctx.request_id)
+        result = await session.send_request(ListRootsRequest(), ListRootsResult, metadata=metadata)
+    else:
+        result = await session.list_roots()
     finished("ask_roots")
     return "\n".join(str(root.uri) for root in result.roots)
 
