@@ -5,7 +5,9 @@
 
 Written with the Python `mcp` package, version pinned in requirements.txt
 (2.x, where FastMCP is called `MCPServer`; the 1.x `FastMCP` class is used
-when that is what is installed). Every tool runs synchronously inside its
+when that is what is installed, but there `protocol_error_job` comes back as
+isError: FastMCP 1.x turns every tool exception into a tool error, checked
+with mcp 1.30.0). Every tool runs synchronously inside its
 `tools/call`; questions go to the client as `elicitation/create`,
 `sampling/createMessage` and `roots/list` requests sent while the call is
 open, and progress as `notifications/progress` when the call has a
