@@ -11,7 +11,7 @@ use serde_json::{json, Map, Value};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::calls::{CallEvent, Calls};
+use super::events::{progress_token, CallEvent, Registry};
 use super::sink::RunSink;
 use crate::jsonrpc::JsonRpcError;
 use crate::upstream::link::Link;
@@ -34,7 +34,7 @@ pub(crate) enum Step {
 /// A request to the upstream in flight, with the questions it asked that
 /// wait for answers.
 pub(crate) struct UpstreamCall {
-    calls: Arc<Calls>,
+    calls: Arc<dyn Registry>,
     link: Arc<Link>,
     id: u64,
     answer: Answer,
@@ -47,15 +47,17 @@ pub(crate) struct UpstreamCall {
 }
 
 impl UpstreamCall {
-    /// Send `method` with `params` on `link`, with the gateway's
-    /// `progressToken` in its `_meta`.
+    /// Send `method` with `params` on `link` as request `id`, with the
+    /// gateway's `progressToken` in its `_meta`; what the upstream sends
+    /// for it arrives on `events`, and `calls` is told when it ends.
     pub(crate) fn start(
-        calls: &Arc<Calls>,
+        calls: Arc<dyn Registry>,
+        events: mpsc::Receiver<CallEvent>,
         link: &Arc<Link>,
+        id: u64,
         method: &str,
         mut params: Map<String, Value>,
     ) -> Self {
-        let id = link.next_id();
         let meta = params
             .entry("_meta")
             .or_insert_with(|| Value::Object(Map::new()));
@@ -65,7 +67,6 @@ impl UpstreamCall {
         if let Some(meta) = meta.as_object_mut() {
             meta.insert("progressToken".into(), Value::String(progress_token(id)));
         }
-        let events = calls.register(link.serial, id);
         let method = method.to_owned();
         let sender = Arc::clone(link);
         let answer = Box::pin(async move {
@@ -74,7 +75,7 @@ impl UpstreamCall {
                 .await
         });
         UpstreamCall {
-            calls: Arc::clone(calls),
+            calls,
             link: Arc::clone(link),
             id,
             answer,
@@ -234,14 +235,4 @@ impl Drop for UpstreamCall {
         // wait for answers, a cancelled task).
         self.cancel_upstream("the gateway's caller went away");
     }
-}
-
-/// The `progressToken` the gateway puts on upstream call `id`.
-pub(crate) fn progress_token(id: u64) -> String {
-    format!("mcp-tasks-{id}")
-}
-
-/// The upstream call id of a `progressToken` the gateway made.
-pub(crate) fn call_of_token(token: &Value) -> Option<u64> {
-    token.as_str()?.strip_prefix("mcp-tasks-")?.parse().ok()
 }

@@ -7,10 +7,11 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
-use serde_json::{json, Value};
+use serde_json::json;
 use tokio::sync::mpsc;
 
-use super::call::{call_of_token, UpstreamCall};
+use super::call::UpstreamCall;
+use super::events::{call_of_token, CallEvent, Registry};
 use crate::jsonrpc::JsonRpcError;
 use crate::runtime::TaskHandle;
 use crate::upstream::link::{Inbound, InboundSink, Link};
@@ -18,22 +19,6 @@ use crate::upstream::link::{Inbound, InboundSink, Link};
 /// Events queued for one call before the upstream's extra progress is
 /// dropped (questions are refused instead).
 const EVENTS: usize = 64;
-
-/// What the upstream sent for one call.
-#[derive(Debug)]
-pub(crate) enum CallEvent {
-    /// A question (`elicitation/create`, `sampling/createMessage`,
-    /// `roots/list`) with the upstream's request id.
-    Ask {
-        id: Value,
-        method: String,
-        params: Value,
-    },
-    /// `notifications/progress` params.
-    Progress(Value),
-    /// Another notification (a log message).
-    Note { method: String, params: Value },
-}
 
 struct Running {
     events: mpsc::Sender<CallEvent>,
@@ -91,11 +76,6 @@ impl Calls {
             },
         );
         rx
-    }
-
-    /// Call `id` on link `serial` ended.
-    pub(crate) fn unregister(&self, serial: u64, id: u64) {
-        lock(&self.running).remove(&(serial, id));
     }
 
     /// How many calls are in flight (parked ones included).
@@ -220,6 +200,12 @@ impl Calls {
             (many, _) if !many.is_empty() => Err(many.len()),
             (_, all) => Err(all.len()),
         }
+    }
+}
+
+impl Registry for Calls {
+    fn unregister(&self, serial: u64, id: u64) {
+        lock(&self.running).remove(&(serial, id));
     }
 }
 

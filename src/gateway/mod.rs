@@ -36,6 +36,7 @@ use tokio_util::sync::CancellationToken;
 
 mod call;
 mod calls;
+mod events;
 mod reply;
 mod sink;
 
@@ -51,6 +52,7 @@ use crate::peer::Peer;
 use crate::protocol::TaskStatus;
 use crate::runtime::TaskHandle;
 use crate::store::TaskStore;
+use crate::upstream::link::Link;
 use crate::upstream::Upstream;
 pub use crate::upstream::UpstreamTarget;
 
@@ -273,7 +275,7 @@ impl Shared {
     async fn forward(self: &Arc<Self>, req: &JsonRpcRequest) -> Result<Value, JsonRpcError> {
         let (link, _) = self.upstream.session(self.cfg.connect_wait).await?;
         let (params, sink) = upstream_params(req, None);
-        let mut call = UpstreamCall::start(&self.calls, &link, &req.method, params);
+        let mut call = self.start_call(&link, &req.method, params);
         loop {
             match call.step(&sink, None).await {
                 Step::Done(out) => return out,
@@ -334,7 +336,7 @@ impl Shared {
                     let mut fresh = fresh;
                     fresh.remove("requestState");
                     fresh.remove("inputResponses");
-                    UpstreamCall::start(&self.calls, &link, "tools/call", fresh)
+                    self.start_call(&link, "tools/call", fresh)
                 }
             };
         match call.step(&sink, token.as_ref()).await {
@@ -352,6 +354,26 @@ impl Shared {
                 self.park(call, owner, handle, &name, questions)
             }
         }
+    }
+
+    /// A new upstream call, registered so that what the upstream sends for
+    /// it reaches it.
+    fn start_call(
+        &self,
+        link: &Arc<Link>,
+        method: &str,
+        params: Map<String, Value>,
+    ) -> UpstreamCall {
+        let id = link.next_id();
+        let events = self.calls.register(link.serial, id);
+        UpstreamCall::start(
+            Arc::clone(&self.calls) as _,
+            events,
+            link,
+            id,
+            method,
+            params,
+        )
     }
 
     /// Park `call` and answer with its questions as an MRTR round.
