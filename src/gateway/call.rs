@@ -125,6 +125,10 @@ impl UpstreamCall {
             };
             match event {
                 Some(CallEvent::Ask { id, method, params }) => {
+                    if let Some(answer) = sink.refusal(&method) {
+                        self.link.respond(id, answer);
+                        continue;
+                    }
                     if let Some(peer) = sink.relay() {
                         // A 2025-11-25 client on a call that is no task:
                         // asked on its own stream, as any proxy does.
@@ -157,7 +161,10 @@ impl UpstreamCall {
         let deadline = tokio::time::Instant::now() + SETTLE;
         while let Ok(Some(event)) = tokio::time::timeout_at(deadline, self.events.recv()).await {
             match event {
-                CallEvent::Ask { id, method, params } => self.ask(id, method, params),
+                CallEvent::Ask { id, method, params } => match sink.refusal(&method) {
+                    Some(answer) => self.link.respond(id, answer),
+                    None => self.ask(id, method, params),
+                },
                 CallEvent::Progress(params) => sink.progress(&params),
                 CallEvent::Note { method, params } => sink.note(method, params),
             }

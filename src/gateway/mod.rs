@@ -409,6 +409,10 @@ fn upstream_params(
 ) -> (Map<String, Value>, RunSink) {
     let mut params = req.params_object().cloned().unwrap_or_default();
     let mut client_token = None;
+    let caps = req
+        .meta()
+        .and_then(|m| m.get(crate::protocol::META_CLIENT_CAPABILITIES))
+        .cloned();
     if let Some(Value::Object(meta)) = params.get_mut("_meta") {
         meta.retain(|k, _| !k.starts_with("io.modelcontextprotocol/"));
         client_token = meta.remove("progressToken");
@@ -419,6 +423,11 @@ fn upstream_params(
         handle,
         peer: req.extensions.get::<Peer>().cloned(),
         client_token,
+        caps: if modern {
+            Some(caps.unwrap_or_else(|| json!({})))
+        } else {
+            None
+        },
     };
     (params, sink)
 }
