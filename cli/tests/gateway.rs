@@ -81,7 +81,7 @@ fn post(addr: &str, token: &str, method: &str, name: Option<&str>, mut params: V
     let json_text = rest
         .lines()
         .filter_map(|l| l.strip_prefix("data: "))
-        .last()
+        .next_back()
         .map(str::to_owned)
         .unwrap_or_else(|| {
             // A JSON body, maybe chunked: from the first brace.
