@@ -54,20 +54,41 @@ pub(crate) struct Args {
     /// PATH (lines KEY_ID:HEX, the last the newest).
     #[arg(long, value_name = "PATH")]
     seal_key_file: Option<String>,
+    /// The upstream MCP server's Streamable HTTP endpoint (http://...),
+    /// instead of a command.
+    #[arg(long, value_name = "URL", conflicts_with = "command")]
+    upstream_url: Option<String>,
+    /// A header sent with every request to the upstream URL, 'Name: value'
+    /// (repeatable).
+    #[arg(
+        long = "upstream-header",
+        value_name = "HEADER",
+        requires = "upstream_url"
+    )]
+    upstream_headers: Vec<String>,
     /// The upstream MCP server's command and arguments, after `--`.
-    #[arg(last = true, value_name = "COMMAND", required = true)]
+    #[arg(
+        last = true,
+        value_name = "COMMAND",
+        required_unless_present = "upstream_url"
+    )]
     command: Vec<String>,
 }
 
 /// Run the gateway until Ctrl-C or SIGTERM (HTTP) or the end of stdin.
 pub(crate) async fn run(args: Args) -> Result<(), String> {
-    let Some((program, rest)) = args.command.split_first() else {
-        return Err("no upstream command after --".to_owned());
+    let target = match (&args.upstream_url, args.command.split_first()) {
+        (Some(url), _) => UpstreamTarget::Url {
+            url: url.clone(),
+            headers: args.upstream_headers.clone(),
+        },
+        (None, Some((program, rest))) => UpstreamTarget::Command {
+            program: program.clone(),
+            args: rest.to_vec(),
+        },
+        (None, None) => return Err("no upstream: a command after -- or --upstream-url".to_owned()),
     };
-    let target = UpstreamTarget::Command {
-        program: program.clone(),
-        args: rest.to_vec(),
-    };
+    target.check()?;
     let mut cfg = ProxyConfig::default().with_default_policy(args.default_policy);
     for (tool, policy) in &args.policies {
         cfg = cfg.with_tool_policy(tool.clone(), *policy);

@@ -53,8 +53,8 @@ use crate::protocol::TaskStatus;
 use crate::runtime::TaskHandle;
 use crate::store::TaskStore;
 use crate::upstream::link::Link;
-use crate::upstream::Upstream;
 pub use crate::upstream::UpstreamTarget;
+use crate::upstream::{Keepalive, Upstream};
 
 /// How the gateway treats the upstream's tools, and how long it waits.
 #[derive(Clone, Debug)]
@@ -65,6 +65,7 @@ pub struct ProxyConfig {
     connect_wait: Duration,
     park_ttl: Duration,
     max_parked: usize,
+    keepalive: Keepalive,
 }
 
 impl Default for ProxyConfig {
@@ -78,6 +79,10 @@ impl Default for ProxyConfig {
             connect_wait: Duration::from_secs(10),
             park_ttl: Duration::from_secs(86_400),
             max_parked: 10_000,
+            keepalive: Keepalive {
+                every: Duration::from_secs(15),
+                wait: Duration::from_secs(10),
+            },
         }
     }
 }
@@ -120,6 +125,14 @@ impl ProxyConfig {
         self
     }
 
+    /// Ping a quiet upstream every `every` (default 15 s); one that does
+    /// not answer within `wait` (default 10 s) is given up: every call in
+    /// flight on it fails, and it is reconnected.
+    pub fn with_keepalive(mut self, every: Duration, wait: Duration) -> Self {
+        self.keepalive = Keepalive { every, wait };
+        self
+    }
+
     fn policy(&self, tool: &str) -> TaskPolicy {
         self.policies
             .get(tool)
@@ -156,7 +169,7 @@ impl Proxy {
     /// connection ends, with backoff). Needs a tokio runtime.
     pub fn start(target: UpstreamTarget, cfg: ProxyConfig) -> Self {
         let calls = Calls::new(cfg.max_parked, cfg.park_ttl);
-        let upstream = Upstream::start(target, Arc::clone(&calls) as _);
+        let upstream = Upstream::start(target, cfg.keepalive, Arc::clone(&calls) as _);
         Proxy {
             shared: Arc::new(Shared {
                 cfg,

@@ -13,6 +13,7 @@ use tokio::sync::{watch, Notify};
 use tokio_util::sync::CancellationToken;
 
 mod child;
+mod http;
 pub(crate) mod link;
 pub(crate) mod session;
 
@@ -34,6 +35,37 @@ pub enum UpstreamTarget {
         /// Its arguments.
         args: Vec<String>,
     },
+    /// A Streamable HTTP endpoint (`http://`), with headers sent on every
+    /// request (`Authorization: Bearer ...`).
+    Url {
+        /// The endpoint, for example `http://127.0.0.1:3001/mcp`.
+        url: String,
+        /// Headers as `Name: value`.
+        headers: Vec<String>,
+    },
+}
+
+impl UpstreamTarget {
+    /// Check what can be checked before connecting (a URL's scheme, its
+    /// headers), with the reason it cannot be used.
+    pub fn check(&self) -> Result<(), String> {
+        match self {
+            UpstreamTarget::Command { program, .. } if program.is_empty() => {
+                Err("the upstream command is empty".to_owned())
+            }
+            UpstreamTarget::Command { .. } => Ok(()),
+            UpstreamTarget::Url { url, headers } => {
+                let uri: ::http::Uri = url.parse().map_err(|e| format!("{url:?}: {e}"))?;
+                if uri.scheme_str() != Some("http") {
+                    return Err(format!("{url:?}: only http:// upstream URLs are supported"));
+                }
+                for h in headers {
+                    http::parse_header(h)?;
+                }
+                Ok(())
+            }
+        }
+    }
 }
 
 /// The first pause before restarting an upstream that ended; doubled on
@@ -44,6 +76,14 @@ const MAX_BACKOFF: Duration = Duration::from_secs(5);
 const STABLE: Duration = Duration::from_secs(10);
 /// How long the handshake may take.
 const HANDSHAKE: Duration = Duration::from_secs(30);
+
+/// How often a quiet upstream is pinged, and how long it has to answer
+/// before its connection is given up (and every call on it fails).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Keepalive {
+    pub(crate) every: Duration,
+    pub(crate) wait: Duration,
+}
 
 #[derive(Clone)]
 enum State {
@@ -100,7 +140,11 @@ impl InboundSink for Tap {
 impl Upstream {
     /// Connect to `target` in the background (and again whenever the
     /// connection ends), handing what the upstream sends to `sink`.
-    pub(crate) fn start(target: UpstreamTarget, sink: Arc<dyn InboundSink>) -> Arc<Self> {
+    pub(crate) fn start(
+        target: UpstreamTarget,
+        keepalive: Keepalive,
+        sink: Arc<dyn InboundSink>,
+    ) -> Arc<Self> {
         let up = Arc::new(Upstream {
             target,
             state: watch::Sender::new(State::Starting),
@@ -113,6 +157,7 @@ impl Upstream {
             Arc::downgrade(&up),
             Arc::clone(&up.refresh),
             up.stop.clone(),
+            keepalive,
         ));
         up
     }
@@ -173,6 +218,13 @@ impl Upstream {
                 child::spawn(serial, program, args, tap)
                     .map_err(|e| format!("cannot start the upstream {program:?}: {e}"))?
             }
+            UpstreamTarget::Url { url, headers } => {
+                let headers = headers
+                    .iter()
+                    .map(|h| http::parse_header(h))
+                    .collect::<Result<Vec<_>, _>>()?;
+                http::connect(serial, url, &headers, tap)?
+            }
         };
         let ready = async {
             let info = session::initialize(&link).await?;
@@ -208,7 +260,12 @@ impl Drop for Upstream {
 }
 
 /// Keep a connection up while the upstream handle lives.
-async fn supervise(up: Weak<Upstream>, refresh: Arc<Notify>, stop: CancellationToken) {
+async fn supervise(
+    up: Weak<Upstream>,
+    refresh: Arc<Notify>,
+    stop: CancellationToken,
+    keepalive: Keepalive,
+) {
     let mut backoff = MIN_BACKOFF;
     let mut serial = 0;
     while !stop.is_cancelled() {
@@ -232,6 +289,17 @@ async fn supervise(up: Weak<Upstream>, refresh: Arc<Notify>, stop: CancellationT
                         () = stop.cancelled() => {
                             link.close("the gateway stopped".to_owned());
                             return;
+                        }
+                        () = tokio::time::sleep(keepalive.every) => {
+                            // Any answer will do, an error included: a
+                            // silent upstream never holds calls forever.
+                            let ping = link.request("ping", serde_json::json!({}));
+                            if tokio::time::timeout(keepalive.wait, ping).await.is_err() {
+                                link.close(format!(
+                                    "the upstream did not answer a ping within {} ms",
+                                    keepalive.wait.as_millis()
+                                ));
+                            }
                         }
                         () = refresh.notified() => {
                             let tools = session::list_tools(&link).await;

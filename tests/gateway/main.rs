@@ -13,4 +13,5 @@
 mod common;
 mod everything;
 mod harness;
+mod http;
 mod python;
