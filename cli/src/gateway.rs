@@ -50,6 +50,11 @@ pub(crate) struct Args {
     /// exists before the upstream is called).
     #[arg(long, value_name = "MS", default_value_t = 0)]
     task_window: u64,
+    /// How long a task stays `working` after its gateway died before it is
+    /// recovered: failed, or started again if its tool is marked --rerun
+    /// (seconds; default 30).
+    #[arg(long, value_name = "SECONDS", default_value_t = 30.0)]
+    lease_ttl: f64,
     /// Seal tasks' arguments, answers and results at rest with the keys in
     /// PATH (lines KEY_ID:HEX, the last the newest).
     #[arg(long, value_name = "PATH")]
@@ -103,10 +108,15 @@ pub(crate) async fn run(args: Args) -> Result<(), String> {
         Some(path) => sealed(store, path)?,
         None => store,
     };
+    let lease = Duration::try_from_secs_f64(args.lease_ttl)
+        .ok()
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| format!("--lease-ttl {}: a positive number of seconds", args.lease_ttl))?;
     let proxy = Proxy::start(target, cfg);
     let layer = proxy
         .task_layer(store)
-        .with_task_window(Duration::from_millis(args.task_window));
+        .with_task_window(Duration::from_millis(args.task_window))
+        .with_lease_ttl(lease);
     let service = ServiceBuilder::new().layer(layer.clone()).service(proxy);
     service.start_background_work();
     if args.stdio {
