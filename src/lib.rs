@@ -122,7 +122,9 @@ pub use config::{Execution, Recovery, TaskPolicy};
 pub use context::{TaskId, TaskOwner, TaskResumeContext};
 pub use future::ResponseFuture;
 pub use json::JsonText;
-pub use jsonrpc::{JsonRpcError, JsonRpcRequest, JsonRpcResponse, Params, RequestId};
+pub use jsonrpc::{
+    IdentityRefusal, JsonRpcError, JsonRpcRequest, JsonRpcResponse, Params, RequestId,
+};
 pub use layer::TaskLayer;
 pub use limits::Limits;
 pub use peer::{ClientPeer, Peer};

@@ -9,8 +9,8 @@ use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 use axum::http::Extensions;
 use mcp_task_layer::{
-    Execution, JsonRpcRequest, JsonRpcResponse, McpEndpoint, Recovery, TaskLayer, TaskOwner,
-    TaskPolicy, TaskStore,
+    Execution, IdentityRefusal, JsonRpcRequest, JsonRpcResponse, McpEndpoint, Recovery, TaskLayer,
+    TaskOwner, TaskPolicy, TaskStore,
 };
 use tower::ServiceBuilder;
 
@@ -109,7 +109,7 @@ where
         return;
     }
     let app = McpEndpoint::new(service)
-        .with_identity(bearer_identity)
+        .with_authentication(bearer_identity)
         // The endpoint is the server's only route: no router in front of it.
         .into_service("/mcp");
 
@@ -324,17 +324,21 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
 }
 
 /// Demo identity: `Authorization: Bearer <token>` makes `<token>` the owner
-/// of the caller's tasks. Unverified; see the module docs.
-fn bearer_identity(parts: &Parts, extensions: &mut Extensions) {
-    let token = parts
-        .headers
-        .get(AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
+/// of the caller's tasks. Unverified; see the module docs. No `Authorization`
+/// header is an anonymous caller (the demo requires no identity); one that
+/// is not a bearer token is refused: HTTP 401, `error="invalid_token"`.
+fn bearer_identity(parts: &Parts, extensions: &mut Extensions) -> Result<(), IdentityRefusal> {
+    let Some(header) = parts.headers.get(AUTHORIZATION) else {
+        return Ok(());
+    };
+    let token = header
+        .to_str()
+        .ok()
         .and_then(|v| v.trim().split_once(' '))
         .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
         .map(|(_, token)| token.trim())
-        .filter(|token| !token.is_empty());
-    if let Some(token) = token {
-        extensions.insert(TaskOwner::new(format!("bearer:{token}")));
-    }
+        .filter(|token| !token.is_empty())
+        .ok_or(IdentityRefusal::Invalid)?;
+    extensions.insert(TaskOwner::new(format!("bearer:{token}")));
+    Ok(())
 }

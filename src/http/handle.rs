@@ -15,14 +15,18 @@ use super::body::{drain, read_body, BodyError};
 use super::guard::{admit, AllowedOrigins};
 use super::headers::check_headers;
 use super::peer::{accept_answer, StreamPeer};
-use super::response::{outcome_response, respond, respond_without_id, service_failed};
+use super::response::{
+    outcome_response, refuse_identity, respond, respond_without_id, service_failed,
+};
 use super::sse::{accepts_event_stream, serve_with_peer};
-use crate::jsonrpc::{JsonRpcError, JsonRpcRequest, JsonRpcResponse};
+use crate::jsonrpc::{IdentityRefusal, JsonRpcError, JsonRpcRequest, JsonRpcResponse};
 use crate::peer::Peer;
 use crate::pending::{read_incoming, Incoming, PendingRequests};
 
-/// The hook of [`McpEndpoint::with_identity`](super::McpEndpoint::with_identity).
-pub(super) type IdentityFn = Arc<dyn Fn(&Parts, &mut Extensions) + Send + Sync>;
+/// The hook of [`McpEndpoint::with_identity`](super::McpEndpoint::with_identity)
+/// and [`with_authentication`](super::McpEndpoint::with_authentication).
+pub(super) type IdentityFn =
+    Arc<dyn Fn(&Parts, &mut Extensions) -> Result<(), IdentityRefusal> + Send + Sync>;
 
 /// What every request of one endpoint shares.
 pub(super) struct EndpointState<S> {
@@ -46,6 +50,15 @@ where
         debug!(%status, %error, "refused a request before reading its body");
         drain(&parts, body, state.body_limit).await;
         return respond_without_id(status, error);
+    }
+    // Who is calling is settled before anything of the body is read.
+    let mut identity = Extensions::new();
+    if let Some(identify) = &state.identity {
+        if let Err(refusal) = identify(&parts, &mut identity) {
+            debug!(?refusal, "refused a request for its caller's identity");
+            drain(&parts, body, state.body_limit).await;
+            return refuse_identity(refusal);
+        }
     }
     let bytes = match read_body(&parts, body, state.body_limit).await {
         Ok(bytes) => bytes,
@@ -83,9 +96,7 @@ where
             None => respond_without_id(StatusCode::BAD_REQUEST, error),
         };
     }
-    if let Some(identify) = &state.identity {
-        identify(&parts, &mut request.extensions);
-    }
+    request.extensions.extend(identity);
     let Some(id) = request.id.clone() else {
         return match state.service.clone().oneshot(request).await {
             Ok(_) => StatusCode::ACCEPTED.into_response(),

@@ -24,7 +24,7 @@ use axum::http::Extensions;
 use axum::{BoxError, Router};
 use tower_service::Service;
 
-use crate::jsonrpc::{JsonRpcRequest, JsonRpcResponse};
+use crate::jsonrpc::{IdentityRefusal, JsonRpcRequest, JsonRpcResponse};
 // Named by the docs of `McpEndpoint` only.
 #[cfg(doc)]
 use crate::peer::{ClientPeer, Peer};
@@ -51,6 +51,7 @@ pub const DEFAULT_BODY_LIMIT: usize = 4 * 1024 * 1024;
 /// |---|---|
 /// | `POST` with an `Origin` header that is not [allowed](#security) (by default: any that is not a loopback page), or with several | HTTP 403, `-32600`, no `id` member; the body is not parsed |
 /// | `POST` whose `Content-Type` is not `application/json` (parameters such as `charset` allowed), or that has none | HTTP 415, `-32600`, no `id` member; the body is not parsed |
+/// | `POST` refused by the [identity hook](McpEndpoint::with_authentication) | HTTP 401 (missing or invalid credentials) or 403 (a caller known but not allowed) with `WWW-Authenticate: Bearer realm="mcp"` (and `error="invalid_token"` or `error="insufficient_scope"`), `-32600`, no `id` member; the body is not parsed |
 /// | `POST` with a JSON-RPC request | the inner service's response, HTTP 200 (but see the error table below); an SSE stream if the service sent messages to the client first |
 /// | `POST` with a notification (no `id`) | the inner service is called, its answer dropped; HTTP 202, empty body |
 /// | `POST` with a JSON-RPC response (`result` or `error`, an `id`, no `method`) to a pending server→client request | HTTP 202, empty body; the answer goes to the waiting [`ClientPeer::request`] |
@@ -61,7 +62,7 @@ pub const DEFAULT_BODY_LIMIT: usize = 4 * 1024 * 1024;
 /// | 2026-07-28 request whose headers disagree with the body (below) | HTTP 400, `-32020`, the request's `id` |
 /// | any other method (`GET`, `DELETE`, ...) | HTTP 405 |
 ///
-/// The first two are checked in this order, before anything else, and the
+/// The first three are checked in this order, before anything else, and the
 /// body of a refused request is read and dropped as that of a body over
 /// the limit is. There are no sessions: the endpoint never sends
 /// `Mcp-Session-Id`, and a client's `GET` for a standalone SSE stream gets
@@ -113,6 +114,7 @@ pub const DEFAULT_BODY_LIMIT: usize = 4 * 1024 * 1024;
 /// |---|---|
 /// | `-32020` header mismatch, `-32021` missing client capability, `-32022` unsupported protocol version | 400 |
 /// | `-32601` method not found, on a 2026-07-28 request | 404 |
+/// | a response marked [refused for its caller's identity](JsonRpcResponse::refused) (a [`TaskLayer`](crate::TaskLayer) [requiring an identity](crate::TaskLayer::with_identity_required) marks its refusal so) | 401 or 403 with `WWW-Authenticate`, as in the table above, the request's `id` |
 /// | any other error, and `-32601` on older requests | 200 |
 /// | the service itself failed (its `Err`) | 500, `-32603` |
 ///
@@ -140,7 +142,12 @@ pub const DEFAULT_BODY_LIMIT: usize = 4 * 1024 * 1024;
 /// Copy what it needs, such as the caller's [`TaskOwner`](crate::TaskOwner),
 /// into [`JsonRpcRequest::extensions`] with
 /// [`with_identity`](McpEndpoint::with_identity). Do the authentication
-/// itself in an HTTP layer in front of the router, or in the hook.
+/// itself in an HTTP layer in front of the router, or in the hook:
+/// [`with_authentication`](McpEndpoint::with_authentication)'s hook may
+/// refuse the caller with an [`IdentityRefusal`], answered with HTTP 401 or
+/// 403 and a `WWW-Authenticate: Bearer` challenge before the body is read.
+/// JSON-RPC errors (HTTP 200, or 400 as above) stay for everything about
+/// the request itself.
 ///
 /// # Security
 ///
@@ -248,11 +255,55 @@ impl<S> McpEndpoint<S> {
     /// extensions your auth layers set) and the extensions of the
     /// [`JsonRpcRequest`] about to be handed to the service; insert what it
     /// needs there, typically a [`TaskOwner`](crate::TaskOwner). It runs for
-    /// every request and notification that passed validation. A second call
-    /// replaces the first hook.
+    /// every `POST` whose `Origin` and `Content-Type` passed, before its body
+    /// is read (what it inserts is handed on with requests and
+    /// notifications). A second call replaces the first hook.
     pub fn with_identity<F>(mut self, identify: F) -> Self
     where
         F: Fn(&Parts, &mut Extensions) + Send + Sync + 'static,
+    {
+        self.identity = Some(Arc::new(move |parts, extensions| {
+            identify(parts, extensions);
+            Ok(())
+        }));
+        self
+    }
+
+    /// As [`with_identity`](Self::with_identity), for a hook that may
+    /// also refuse the caller: `Err(`[`IdentityRefusal`]`)` answers HTTP 401
+    /// (no credentials where the server requires them, or credentials that
+    /// are not valid) or 403 (a caller known but not allowed) with a
+    /// `WWW-Authenticate: Bearer` challenge, as the MCP authorization spec
+    /// has it, and the body is not read (see [Caller identity](#caller-identity)).
+    /// A second call replaces the first hook, whichever method set it.
+    ///
+    /// ```
+    /// use mcp_task_layer::{IdentityRefusal, JsonRpcRequest, JsonRpcResponse, McpEndpoint, TaskOwner};
+    ///
+    /// let server = tower::service_fn(|req: JsonRpcRequest| async move {
+    ///     Ok::<_, std::convert::Infallible>(JsonRpcResponse::result(req.id, serde_json::json!({})))
+    /// });
+    /// let app = McpEndpoint::new(server)
+    ///     .with_authentication(|parts, extensions| {
+    ///         let header = parts.headers.get("authorization").ok_or(IdentityRefusal::Missing)?;
+    ///         // A real server verifies the token and reads its subject.
+    ///         let token = header
+    ///             .to_str()
+    ///             .ok()
+    ///             .and_then(|v| v.strip_prefix("Bearer "))
+    ///             .ok_or(IdentityRefusal::Invalid)?;
+    ///         if token == "guest" {
+    ///             return Err(IdentityRefusal::Forbidden);
+    ///         }
+    ///         extensions.insert(TaskOwner::new(token));
+    ///         Ok(())
+    ///     })
+    ///     .into_router("/mcp");
+    /// # drop(app);
+    /// ```
+    pub fn with_authentication<F>(mut self, identify: F) -> Self
+    where
+        F: Fn(&Parts, &mut Extensions) -> Result<(), IdentityRefusal> + Send + Sync + 'static,
     {
         self.identity = Some(Arc::new(identify));
         self
