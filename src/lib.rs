@@ -114,7 +114,10 @@ pub mod store;
 
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
-pub use self::http::{McpEndpoint, McpService, DEFAULT_BODY_LIMIT};
+pub use self::http::{
+    serve, McpEndpoint, McpService, Serve, DEFAULT_BODY_LIMIT, DEFAULT_BODY_TIMEOUT,
+    DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT,
+};
 #[cfg(feature = "rmcp")]
 #[cfg_attr(docsrs, doc(cfg(feature = "rmcp")))]
 pub use adapter::rmcp::RmcpService;

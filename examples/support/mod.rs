@@ -108,10 +108,7 @@ where
         serve_stdio(service).await;
         return;
     }
-    let app = McpEndpoint::new(service)
-        .with_authentication(bearer_identity)
-        // The endpoint is the server's only route: no router in front of it.
-        .into_service("/mcp");
+    let app = McpEndpoint::new(service).with_authentication(bearer_identity);
 
     let port = args.port;
     let listener = match tokio::net::TcpListener::bind(("127.0.0.1", port)).await {
@@ -123,7 +120,11 @@ where
     };
     let port = listener.local_addr().map_or(port, |a| a.port());
     println!("listening on http://127.0.0.1:{port}/mcp");
-    if let Err(e) = axum::serve(listener, axum::ServiceExt::into_make_service(app))
+    // The endpoint is the server's only route: no router in front of it.
+    // `serve` keeps the deadlines for slow clients (30 s for a request's
+    // headers, 30 s for its body, 60 s idle), which `axum::serve` has not.
+    if let Err(e) = app
+        .serve(listener, "/mcp")
         .with_graceful_shutdown(shutdown_signal())
         .await
     {

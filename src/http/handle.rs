@@ -1,6 +1,7 @@
 //! One `POST`: read, validate, call the service, answer.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::extract::Request;
 use axum::http::request::Parts;
@@ -16,7 +17,7 @@ use super::guard::{admit, AllowedOrigins};
 use super::headers::check_headers;
 use super::peer::{accept_answer, StreamPeer};
 use super::response::{
-    outcome_response, refuse_identity, respond, respond_without_id, service_failed,
+    body_timed_out, outcome_response, refuse_identity, respond, respond_without_id, service_failed,
 };
 use super::sse::{accepts_event_stream, serve_with_peer};
 use crate::jsonrpc::{IdentityRefusal, JsonRpcError, JsonRpcRequest, JsonRpcResponse};
@@ -33,6 +34,8 @@ pub(super) struct EndpointState<S> {
     pub(super) service: S,
     pub(super) identity: Option<IdentityFn>,
     pub(super) body_limit: usize,
+    /// How long the whole body may take to arrive, from the handler's start.
+    pub(super) body_timeout: Duration,
     pub(super) origins: AllowedOrigins,
     /// Server→client requests of every response stream, by id.
     pub(super) pending: Arc<PendingRequests>,
@@ -60,7 +63,12 @@ where
             return refuse_identity(refusal);
         }
     }
-    let bytes = match read_body(&parts, body, state.body_limit).await {
+    let read = read_body(&parts, body, state.body_limit);
+    let Ok(read) = tokio::time::timeout(state.body_timeout, read).await else {
+        debug!("a request body did not arrive in time: 408");
+        return body_timed_out(state.body_timeout);
+    };
+    let bytes = match read {
         Ok(bytes) => bytes,
         Err(BodyError::TooLarge) => {
             let error = JsonRpcError::invalid_request(format!(

@@ -8,16 +8,19 @@
 //! when the service talks back to the client through the `peer`.
 
 mod body;
+mod deadline;
 mod guard;
 mod handle;
 mod headers;
 mod peer;
 mod response;
+mod serve;
 mod service;
 mod sse;
 
 use std::fmt;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::http::request::Parts;
 use axum::http::Extensions;
@@ -31,10 +34,15 @@ use crate::peer::{ClientPeer, Peer};
 
 use self::guard::AllowedOrigins;
 use self::handle::{EndpointState, IdentityFn};
+pub use self::serve::{serve, Serve, DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT};
 pub use self::service::McpService;
 
 /// The default request body limit of [`McpEndpoint`]: 4 MiB.
 pub const DEFAULT_BODY_LIMIT: usize = 4 * 1024 * 1024;
+
+/// How long a request body may take to arrive whole by default: 30 s
+/// ([`McpEndpoint::with_body_timeout`]).
+pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Serves a JSON-RPC service over Streamable HTTP.
 ///
@@ -57,6 +65,7 @@ pub const DEFAULT_BODY_LIMIT: usize = 4 * 1024 * 1024;
 /// | `POST` with a JSON-RPC response (`result` or `error`, an `id`, no `method`) to a pending server→client request | HTTP 202, empty body; the answer goes to the waiting [`ClientPeer::request`] |
 /// | `POST` with a JSON-RPC response to no pending request (unknown, already answered, or its stream has closed), or a malformed one | HTTP 400, `-32600`, no `id` member |
 /// | body over the [limit](McpEndpoint::with_body_limit) (default [`DEFAULT_BODY_LIMIT`]) | HTTP 413, `-32600`, `"id": null`, once the rest of the body is read and dropped (up to 4 times the limit, for up to 5 s), so that a client that writes its whole body before it reads sees it too |
+/// | body not arrived whole within the [body timeout](McpEndpoint::with_body_timeout) (default 30 s) of the end of the headers | HTTP 408, `-32600`, no `id` member; the connection closes |
 /// | body that is not JSON | HTTP 400, `-32700`, `"id": null` |
 /// | JSON that is not one request object (an array, a string, no `method`, ...) | HTTP 400, `-32600`, the request's `id` if it can be read, else `null` |
 /// | 2026-07-28 request whose headers disagree with the body (below) | HTTP 400, `-32020`, the request's `id` |
@@ -207,7 +216,8 @@ pub const DEFAULT_BODY_LIMIT: usize = 4 * 1024 * 1024;
 ///     })
 ///     .into_router("/mcp");
 ///
-/// // Serve it with `axum::serve(listener, app)`; here one request goes
+/// // Serve it with `mcp_task_layer::serve(listener, app)` (deadlines for
+/// // slow clients) or `axum::serve(listener, app)`; here one request goes
 /// // straight through the router.
 /// let request = axum::http::Request::post("/mcp")
 ///     .header("content-type", "application/json")
@@ -224,6 +234,7 @@ pub struct McpEndpoint<S> {
     service: S,
     identity: Option<IdentityFn>,
     body_limit: usize,
+    body_timeout: Duration,
     origins: AllowedOrigins,
 }
 
@@ -233,6 +244,7 @@ impl<S> fmt::Debug for McpEndpoint<S> {
             .field("service", &std::any::type_name::<S>())
             .field("identity", &self.identity.is_some())
             .field("body_limit", &self.body_limit)
+            .field("body_timeout", &self.body_timeout)
             .field("origins", &self.origins)
             .finish()
     }
@@ -246,6 +258,7 @@ impl<S> McpEndpoint<S> {
             service,
             identity: None,
             body_limit: DEFAULT_BODY_LIMIT,
+            body_timeout: DEFAULT_BODY_TIMEOUT,
             origins: AllowedOrigins::Loopback,
         }
     }
@@ -324,6 +337,17 @@ impl<S> McpEndpoint<S> {
         self
     }
 
+    /// How long a request body may take to arrive whole, counted from the
+    /// end of its headers, not between bytes (default
+    /// [`DEFAULT_BODY_TIMEOUT`]). A body still incomplete then gets HTTP
+    /// 408 with a `-32600` error and no `id` member, the connection closes,
+    /// and nothing of the request reaches the service. The head's own
+    /// deadline is the server's: see [`serve`].
+    pub fn with_body_timeout(mut self, timeout: Duration) -> Self {
+        self.body_timeout = timeout;
+        self
+    }
+
     /// Serve browser pages of exactly these origins, instead of the
     /// loopback pages served by default (see [Security](#security)); a
     /// request with any other `Origin` gets HTTP 403. Write each origin as a
@@ -385,9 +409,9 @@ impl<S> McpEndpoint<S> {
     /// });
     /// let app = McpEndpoint::new(server).into_service("/mcp");
     /// let listener = tokio::net::TcpListener::bind("127.0.0.1:3001").await.unwrap();
-    /// axum::serve(listener, axum::ServiceExt::into_make_service(app))
-    ///     .await
-    ///     .unwrap();
+    /// // Or `axum::serve(listener, axum::ServiceExt::into_make_service(app))`,
+    /// // without the deadlines for slow clients of `serve`.
+    /// mcp_task_layer::serve(listener, app).await.unwrap();
     /// # }
     /// ```
     pub fn into_service(self, path: &str) -> McpService<S>
@@ -399,11 +423,24 @@ impl<S> McpEndpoint<S> {
         McpService::new(self.into_state(), Some(path))
     }
 
+    /// Serve the endpoint on `listener` at `path`, with no router: the
+    /// same as [`serve`]`(listener, self.into_service(path))`, whose
+    /// deadlines for slow clients the returned [`Serve`] sets.
+    pub fn serve(self, listener: tokio::net::TcpListener, path: &str) -> Serve<McpService<S>>
+    where
+        S: Service<JsonRpcRequest, Response = JsonRpcResponse> + Clone + Send + Sync + 'static,
+        S::Future: Send + 'static,
+        S::Error: Into<BoxError>,
+    {
+        serve(listener, self.into_service(path))
+    }
+
     fn into_state(self) -> EndpointState<S> {
         EndpointState {
             service: self.service,
             identity: self.identity,
             body_limit: self.body_limit,
+            body_timeout: self.body_timeout,
             origins: self.origins,
             pending: Arc::default(),
         }

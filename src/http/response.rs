@@ -1,7 +1,7 @@
 //! The JSON answers the endpoint writes, and the HTTP status of each.
 
 use axum::body::Body;
-use axum::http::header::{CONTENT_TYPE, WWW_AUTHENTICATE};
+use axum::http::header::{CONNECTION, CONTENT_TYPE, WWW_AUTHENTICATE};
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::Response;
 use axum::BoxError;
@@ -105,4 +105,16 @@ fn challenge(http: &mut Response, refusal: IdentityRefusal) {
 pub(super) fn respond_without_id(status: StatusCode, error: JsonRpcError) -> Response {
     let body = json!({ "jsonrpc": "2.0", "error": error });
     json_response(status, body.to_string().into_bytes())
+}
+
+/// HTTP 408 for a body that did not arrive whole in time; the connection
+/// closes after it (the rest of the body is not read).
+pub(super) fn body_timed_out(timeout: std::time::Duration) -> Response {
+    let error = JsonRpcError::invalid_request(format!(
+        "the request body did not arrive within {timeout:?}"
+    ));
+    let mut http = respond_without_id(StatusCode::REQUEST_TIMEOUT, error);
+    http.headers_mut()
+        .insert(CONNECTION, HeaderValue::from_static("close"));
+    http
 }
