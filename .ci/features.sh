@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Each feature of mcp-task-layer builds and passes clippy on its own: the
-# library and the examples with no feature, then with each feature of
+# library, the examples and every test target with no feature, then with
+# each feature of
 # Cargo.toml's [features] alone (read from `cargo metadata`, so a new
 # feature is checked without editing this file).
 #
@@ -40,7 +41,7 @@ check() { # label, cargo arguments...
     shift
     start=$SECONDS
     out=$(mktemp)
-    if ! cargo clippy --no-default-features "$@" --lib --examples \
+    if ! cargo clippy --no-default-features "$@" --lib --examples --tests \
         --message-format=json-render-diagnostics -- -D warnings >"$out"; then
         rm -f "$out"
         echo "features.sh: clippy failed with $label" >&2

@@ -88,6 +88,9 @@ mod config;
 mod context;
 mod era;
 mod future;
+#[cfg(feature = "gateway")]
+#[cfg_attr(docsrs, doc(cfg(feature = "gateway")))]
+pub mod gateway;
 mod hex;
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
@@ -101,6 +104,7 @@ mod limits;
 pub mod metrics;
 #[cfg(not(feature = "metrics"))]
 mod metrics;
+mod names;
 mod peer;
 #[cfg(any(feature = "axum", feature = "stdio"))]
 mod pending;
@@ -111,6 +115,8 @@ mod service;
 #[cfg_attr(docsrs, doc(cfg(feature = "stdio")))]
 mod stdio;
 pub mod store;
+#[cfg(feature = "gateway")]
+mod upstream;
 
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]

@@ -12,18 +12,10 @@ use serde_json::{Map, Value};
 
 use crate::jsonrpc::JsonRpcError;
 
-/// Name of the 2026-07-28 tasks extension.
-pub const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
-/// `_meta` key of the per-request protocol version (2026-07-28).
-pub const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
-/// `_meta` key of the per-request client capabilities (2026-07-28).
-pub const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
-/// `_meta` key that ties a message to a task (2025-11-25).
-pub const META_RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
-/// The 2026-07-28 protocol version string.
-pub const PROTOCOL_2026_07_28: &str = "2026-07-28";
-/// The 2025-11-25 protocol version string.
-pub const PROTOCOL_2025_11_25: &str = "2025-11-25";
+pub use crate::names::{
+    META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, META_RELATED_TASK, PROTOCOL_2025_11_25,
+    PROTOCOL_2026_07_28, TASKS_EXTENSION,
+};
 
 /// The five task states. `completed`, `failed` and `cancelled` are terminal.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -8,7 +8,7 @@ use std::fmt;
 use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 
-use crate::protocol::{META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, TASKS_EXTENSION};
+use crate::names::{META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, TASKS_EXTENSION};
 
 /// The params object of a message, as the one pass of
 /// [`JsonRpcRequest::decode_plain`](super::JsonRpcRequest) reads it:

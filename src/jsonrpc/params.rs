@@ -13,7 +13,7 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::facts::{Member, ReadFacts};
-use crate::protocol::{META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, TASKS_EXTENSION};
+use crate::names::{META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, TASKS_EXTENSION};
 
 /// The `params` of a [`JsonRpcRequest`](super::JsonRpcRequest).
 ///

@@ -18,7 +18,7 @@ mod engine;
 mod errors;
 pub(crate) mod handlers;
 mod hub;
-mod ids;
+pub(crate) mod ids;
 mod invoker;
 mod lease;
 mod listeners;

@@ -14,6 +14,7 @@
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
 use std::time::Duration;
 
+use tokio::sync::Notify;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 use tracing::warn;
 
@@ -64,6 +65,8 @@ pub struct TaskHandle {
 
 struct Shared {
     token: CancellationToken,
+    /// Woken by [`TaskHandle::start_task_now`].
+    promote: Notify,
     /// Set when the task exists: at once for a re-invocation, when the task
     /// is written for a first run.
     id: OnceLock<String>,
@@ -76,6 +79,9 @@ struct Slot {
     run: Option<Run>,
     /// The latest message not yet written.
     pending: Option<String>,
+    /// The handler asked for the task before its window ended
+    /// ([`TaskHandle::start_task_now`]).
+    promoted: bool,
     /// Whether a writer task is alive for this run.
     writing: bool,
     /// The run is over here (stale fence, task no longer `working`, layer
@@ -151,11 +157,48 @@ impl TaskHandle {
         self.start_writer(&mut slot);
     }
 
+    /// Make this call a task now, instead of at the end of its policy's
+    /// window: the handler's answer, even an MRTR `input_required` result
+    /// it returns right after, then belongs to the task (its first round of
+    /// `inputRequests`) instead of going back to the client as a plain
+    /// result. A proxy whose upstream asks a question early uses it, so a
+    /// client that can take a task answers through `tasks/update`.
+    ///
+    /// No effect once the call is a task ([`id`](Self::id) is set), nor in
+    /// a 2025-11-25 call (a task from the start).
+    pub fn start_task_now(&self) {
+        let mut slot = self.shared.lock();
+        if !slot.promoted {
+            slot.promoted = true;
+            drop(slot);
+            self.shared.promote.notify_waiters();
+        }
+    }
+
+    /// Completes once [`start_task_now`](Self::start_task_now) was called.
+    pub(crate) async fn promoted(&self) {
+        loop {
+            let woken = self.shared.promote.notified();
+            tokio::pin!(woken);
+            woken.as_mut().enable();
+            if self.shared.lock().promoted {
+                return;
+            }
+            woken.await;
+        }
+    }
+
+    /// Whether [`start_task_now`](Self::start_task_now) was called.
+    pub(crate) fn is_promoted(&self) -> bool {
+        self.shared.lock().promoted
+    }
+
     /// A handle for the first run of a call that may become a task.
     pub(crate) fn unbound(token: CancellationToken) -> Self {
         TaskHandle {
             shared: Arc::new(Shared {
                 token,
+                promote: Notify::new(),
                 id: OnceLock::new(),
                 slot: Mutex::new(Slot::default()),
             }),

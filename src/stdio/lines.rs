@@ -7,7 +7,7 @@ use tokio::io::{AsyncBufRead, AsyncBufReadExt};
 
 /// What the next line of input is.
 #[derive(Debug, PartialEq, Eq)]
-pub(super) enum Line {
+pub(crate) enum Line {
     /// One line, without its `\n` (and without a `\r` before it).
     Text(Vec<u8>),
     /// A line longer than the limit; its bytes were read and thrown away.
@@ -18,7 +18,7 @@ pub(super) enum Line {
 
 /// Reads lines of at most `limit` bytes. Cancel safe: a `next` dropped
 /// mid-line keeps what it read for the next call.
-pub(super) struct LineReader<R> {
+pub(crate) struct LineReader<R> {
     input: R,
     limit: usize,
     line: Vec<u8>,
@@ -27,7 +27,7 @@ pub(super) struct LineReader<R> {
 }
 
 impl<R: AsyncBufRead + Unpin> LineReader<R> {
-    pub(super) fn new(input: R, limit: usize) -> Self {
+    pub(crate) fn new(input: R, limit: usize) -> Self {
         LineReader {
             input,
             limit,
@@ -37,7 +37,7 @@ impl<R: AsyncBufRead + Unpin> LineReader<R> {
     }
 
     /// The next line; empty lines are skipped.
-    pub(super) async fn next(&mut self) -> io::Result<Line> {
+    pub(crate) async fn next(&mut self) -> io::Result<Line> {
         loop {
             let available = self.input.fill_buf().await?;
             if available.is_empty() {

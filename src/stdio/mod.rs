@@ -4,7 +4,7 @@
 //! writer of the output, `peer` sends server→client messages, `serve`
 //! dispatches each message and winds the stream down.
 
-mod lines;
+pub(crate) mod lines;
 mod peer;
 mod serve;
 mod writer;

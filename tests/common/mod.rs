@@ -1,7 +1,6 @@
 //! Shared test fixtures: a scripted MCP server and a client-side harness.
 #![allow(dead_code, unreachable_pub)]
 
-#[cfg(feature = "postgres")]
 pub mod faults;
 pub mod peer;
 #[cfg(feature = "postgres")]

@@ -223,7 +223,24 @@ impl Engine {
                 })
                 .await
             } else {
-                tokio::time::timeout(window, &mut fut).await.map_err(drop)
+                // The handler may ask for its task before the window ends
+                // (`TaskHandle::start_task_now`); checked first, so that an
+                // answer it returns right after belongs to the task.
+                let handle = call.handle.clone();
+                tokio::select! {
+                    biased;
+                    () = handle.promoted() => Err(()),
+                    out = tokio::time::timeout(window, &mut fut) => out.map_err(drop),
+                }
+            };
+            // Asked for a task and answered at once: the answer is the
+            // task's first.
+            let first = match first {
+                Ok(out) if call.handle.is_promoted() => {
+                    fut = Box::pin(std::future::ready(out));
+                    Err(())
+                }
+                other => other,
             };
             match first {
                 Ok(Err(e)) => return Err(e),

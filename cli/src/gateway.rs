@@ -1,0 +1,183 @@
+//! `mcp-tasks gateway`: the wiring of `mcp_task_layer::gateway::Proxy`
+//! under a `TaskLayer`, served over Streamable HTTP or stdio.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::http::header::AUTHORIZATION;
+use axum::http::request::Parts;
+use axum::http::Extensions;
+use mcp_task_layer::gateway::{Proxy, ProxyConfig, UpstreamTarget};
+use mcp_task_layer::{McpEndpoint, StdioTransport, TaskOwner, TaskPolicy, TaskStore};
+use tower::ServiceBuilder;
+
+use crate::policy;
+
+/// How long running handlers get to finish at a shutdown.
+const DRAIN: Duration = Duration::from_secs(10);
+
+/// `mcp-tasks gateway`.
+#[derive(Debug, clap::Args)]
+#[command(group(clap::ArgGroup::new("serve").required(true).args(["listen", "stdio"])))]
+pub(crate) struct Args {
+    /// Serve Streamable HTTP on ADDR (for example 127.0.0.1:3000), at /mcp.
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<SocketAddr>,
+    /// Serve MCP on stdin and stdout (as hosts launch servers).
+    #[arg(long)]
+    stdio: bool,
+    /// Where tasks live: memory, sqlite:PATH, postgres://..., redis://...
+    #[arg(
+        long,
+        value_name = "URL",
+        default_value = "memory",
+        env = "MCP_TASKS_STORE"
+    )]
+    store: String,
+    /// The policy of tools without one of their own: sync, task or auto:MS.
+    #[arg(long, value_name = "P", default_value = "auto:1000", value_parser = policy::parse)]
+    default_policy: TaskPolicy,
+    /// One tool's policy, TOOL=P (repeatable).
+    #[arg(long = "policy", value_name = "TOOL=P", value_parser = policy::parse_tool)]
+    policies: Vec<(String, TaskPolicy)>,
+    /// A tool safe to run again from the top when its upstream call was lost
+    /// with a restart (repeatable); other tools' tasks fail then.
+    #[arg(long = "rerun", value_name = "TOOL")]
+    rerun: Vec<String>,
+    /// For `task` tools: questions the upstream asks within MS of the call
+    /// are plain MRTR rounds, before the task exists (default 0: the task
+    /// exists before the upstream is called).
+    #[arg(long, value_name = "MS", default_value_t = 0)]
+    task_window: u64,
+    /// Seal tasks' arguments, answers and results at rest with the keys in
+    /// PATH (lines KEY_ID:HEX, the last the newest).
+    #[arg(long, value_name = "PATH")]
+    seal_key_file: Option<String>,
+    /// The upstream MCP server's Streamable HTTP endpoint (http://...),
+    /// instead of a command.
+    #[arg(long, value_name = "URL", conflicts_with = "command")]
+    upstream_url: Option<String>,
+    /// A header sent with every request to the upstream URL, 'Name: value'
+    /// (repeatable).
+    #[arg(
+        long = "upstream-header",
+        value_name = "HEADER",
+        requires = "upstream_url"
+    )]
+    upstream_headers: Vec<String>,
+    /// The upstream MCP server's command and arguments, after `--`.
+    #[arg(
+        last = true,
+        value_name = "COMMAND",
+        required_unless_present = "upstream_url"
+    )]
+    command: Vec<String>,
+}
+
+/// Run the gateway until Ctrl-C or SIGTERM (HTTP) or the end of stdin.
+pub(crate) async fn run(args: Args) -> Result<(), String> {
+    let target = match (&args.upstream_url, args.command.split_first()) {
+        (Some(url), _) => UpstreamTarget::Url {
+            url: url.clone(),
+            headers: args.upstream_headers.clone(),
+        },
+        (None, Some((program, rest))) => UpstreamTarget::Command {
+            program: program.clone(),
+            args: rest.to_vec(),
+        },
+        (None, None) => return Err("no upstream: a command after -- or --upstream-url".to_owned()),
+    };
+    target.check()?;
+    let mut cfg = ProxyConfig::default().with_default_policy(args.default_policy);
+    for (tool, policy) in &args.policies {
+        cfg = cfg.with_tool_policy(tool.clone(), *policy);
+    }
+    for tool in &args.rerun {
+        cfg = cfg.with_rerun(tool.clone());
+    }
+    let store = mcp_task_layer::store::connect(&args.store)
+        .await
+        .map_err(|e| format!("cannot open the task store {:?}: {e}", args.store))?;
+    let store = match &args.seal_key_file {
+        Some(path) => sealed(store, path)?,
+        None => store,
+    };
+    let proxy = Proxy::start(target, cfg);
+    let layer = proxy
+        .task_layer(store)
+        .with_task_window(Duration::from_millis(args.task_window));
+    let service = ServiceBuilder::new().layer(layer.clone()).service(proxy);
+    service.start_background_work();
+    if args.stdio {
+        // One process, one client: every task of the process is its own.
+        return StdioTransport::new(service)
+            .with_owner(TaskOwner::new("stdio"))
+            .serve_stdio()
+            .await
+            .map_err(|e| format!("stdio: {e}"));
+    }
+    let Some(addr) = args.listen else {
+        return Err("--listen ADDR or --stdio is needed".to_owned());
+    };
+    let app = McpEndpoint::new(service)
+        .with_identity(bearer_identity)
+        .into_service("/mcp");
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+    let addr = listener.local_addr().unwrap_or(addr);
+    println!("listening on http://{addr}/mcp");
+    axum::serve(listener, axum::ServiceExt::into_make_service(app))
+        .with_graceful_shutdown(shutdown_signal())
+        .await
+        .map_err(|e| format!("server error: {e}"))?;
+    let report = layer.drain(DRAIN).await;
+    eprintln!("drained: {report:?}");
+    Ok(())
+}
+
+/// `Authorization: Bearer <token>` makes `bearer:<token>` the owner of the
+/// caller's tasks. The gateway does not verify tokens: put it behind
+/// whatever authenticates your users, or on loopback only.
+fn bearer_identity(parts: &Parts, extensions: &mut Extensions) {
+    let token = parts
+        .headers
+        .get(AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, token)| token.trim())
+        .filter(|token| !token.is_empty());
+    if let Some(token) = token {
+        extensions.insert(TaskOwner::new(format!("bearer:{token}")));
+    }
+}
+
+/// Ctrl-C, or SIGTERM (what a deploy sends).
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
+}
+
+#[cfg(feature = "seal")]
+fn sealed(store: Arc<dyn TaskStore>, path: &str) -> Result<Arc<dyn TaskStore>, String> {
+    use mcp_task_layer::store::{SealKeyRing, SealedStore};
+    let ring = SealKeyRing::from_file(path).map_err(|e| e.to_string())?;
+    Ok(Arc::new(SealedStore::new(store, ring)))
+}
+
+#[cfg(not(feature = "seal"))]
+fn sealed(_: Arc<dyn TaskStore>, _: &str) -> Result<Arc<dyn TaskStore>, String> {
+    Err("--seal-key-file needs mcp-tasks built with the `seal` feature".to_owned())
+}

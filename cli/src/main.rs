@@ -1,0 +1,61 @@
+//! `mcp-tasks`: durable MCP tasks in front of any MCP server.
+//!
+//! ```text
+//! mcp-tasks gateway --listen 127.0.0.1:3000 -- npx -y @modelcontextprotocol/server-everything
+//! ```
+//!
+//! The binary parses the command line, wires the library's parts and picks
+//! the exit code: 0 when it stopped as asked, 1 when it could not run (one
+//! line on stderr says why), 2 for a command line it does not understand.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod gateway;
+mod policy;
+
+/// Durable MCP tasks for any MCP server.
+#[derive(Debug, Parser)]
+#[command(name = "mcp-tasks", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Serve an MCP server with durable tasks: an MCP client to the
+    /// upstream, an MCP server with tasks to everyone else.
+    Gateway(gateway::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("mcp-tasks: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let outcome = runtime.block_on(async {
+        match cli.command {
+            Command::Gateway(args) => gateway::run(args).await,
+        }
+    });
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("mcp-tasks: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}

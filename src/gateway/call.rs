@@ -1,0 +1,245 @@
+//! One call to the upstream, driven a step at a time: until it answers, or
+//! until it asks the client something (then the call waits, parked, for the
+//! answers and goes on with the same upstream request).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{json, Map, Value};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::events::{progress_token, CallEvent, Registry};
+use super::sink::RunSink;
+use crate::jsonrpc::JsonRpcError;
+use crate::upstream::link::Link;
+
+/// After the upstream's first question, how long to wait for more before
+/// handing them to the client together (an upstream asking two questions
+/// at once sends them back to back).
+const SETTLE: Duration = Duration::from_millis(30);
+
+type Answer = Pin<Box<dyn Future<Output = Result<Value, JsonRpcError>> + Send>>;
+
+/// What a step of a call ended with.
+pub(crate) enum Step {
+    /// The upstream answered: its result or its error.
+    Done(Result<Value, JsonRpcError>),
+    /// The upstream asks: `{key: {method, params}}` for the client.
+    Asked(Map<String, Value>),
+}
+
+/// A request to the upstream in flight, with the questions it asked that
+/// wait for answers.
+pub(crate) struct UpstreamCall {
+    calls: Arc<dyn Registry>,
+    link: Arc<Link>,
+    id: u64,
+    answer: Answer,
+    events: mpsc::Receiver<CallEvent>,
+    /// Questions asked and not answered: key, the upstream's request id,
+    /// and the question as the client sees it.
+    asked: Vec<(String, Value, Value)>,
+    next_key: u64,
+    done: bool,
+}
+
+impl UpstreamCall {
+    /// Send `method` with `params` on `link` as request `id`, with the
+    /// gateway's `progressToken` in its `_meta`; what the upstream sends
+    /// for it arrives on `events`, and `calls` is told when it ends.
+    pub(crate) fn start(
+        calls: Arc<dyn Registry>,
+        events: mpsc::Receiver<CallEvent>,
+        link: &Arc<Link>,
+        id: u64,
+        method: &str,
+        mut params: Map<String, Value>,
+    ) -> Self {
+        let meta = params
+            .entry("_meta")
+            .or_insert_with(|| Value::Object(Map::new()));
+        if !meta.is_object() {
+            *meta = Value::Object(Map::new());
+        }
+        if let Some(meta) = meta.as_object_mut() {
+            meta.insert("progressToken".into(), Value::String(progress_token(id)));
+        }
+        let method = method.to_owned();
+        let sender = Arc::clone(link);
+        let answer = Box::pin(async move {
+            sender
+                .request_with_id(id, &method, Value::Object(params))
+                .await
+        });
+        UpstreamCall {
+            calls,
+            link: Arc::clone(link),
+            id,
+            answer,
+            events,
+            asked: Vec::new(),
+            next_key: 0,
+            done: false,
+        }
+    }
+
+    /// The upstream request id.
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Which connection the call runs on.
+    pub(crate) fn serial(&self) -> u64 {
+        self.link.serial
+    }
+
+    /// Run until the upstream answers, asks, or `cancel` fires (then the
+    /// upstream is told and the step is an error).
+    pub(crate) async fn step(
+        &mut self,
+        sink: &RunSink,
+        cancel: Option<&CancellationToken>,
+    ) -> Step {
+        let cancelled = async {
+            match cancel {
+                Some(token) => token.cancelled().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::pin!(cancelled);
+        loop {
+            let event = tokio::select! {
+                biased;
+                () = &mut cancelled => {
+                    self.cancel_upstream("the task was cancelled");
+                    return Step::Done(Err(JsonRpcError::internal("the call was cancelled")));
+                }
+                out = &mut self.answer => {
+                    self.finish();
+                    return Step::Done(out);
+                }
+                event = self.events.recv() => event,
+            };
+            match event {
+                Some(CallEvent::Ask { id, method, params }) => {
+                    if let Some(answer) = sink.refusal(&method) {
+                        self.link.respond(id, answer);
+                        continue;
+                    }
+                    if let Some(peer) = sink.relay() {
+                        // A 2025-11-25 client on a call that is no task:
+                        // asked on its own stream, as any proxy does.
+                        let answer = tokio::select! {
+                            a = peer.request(method, params) => a,
+                            () = &mut cancelled => Err(JsonRpcError::internal("the call was cancelled")),
+                        };
+                        self.link.respond(id, answer);
+                        continue;
+                    }
+                    self.ask(id, method, params);
+                    self.settle(sink).await;
+                    return Step::Asked(self.questions());
+                }
+                Some(CallEvent::Progress(params)) => sink.progress(&params),
+                Some(CallEvent::Note { method, params }) => sink.note(method, params),
+                None => {
+                    // The table let go of the call (its link is over): the
+                    // answer fails next.
+                    let out = (&mut self.answer).await;
+                    self.finish();
+                    return Step::Done(out);
+                }
+            }
+        }
+    }
+
+    /// Questions that come right after the first join it.
+    async fn settle(&mut self, sink: &RunSink) {
+        let deadline = tokio::time::Instant::now() + SETTLE;
+        while let Ok(Some(event)) = tokio::time::timeout_at(deadline, self.events.recv()).await {
+            match event {
+                CallEvent::Ask { id, method, params } => match sink.refusal(&method) {
+                    Some(answer) => self.link.respond(id, answer),
+                    None => self.ask(id, method, params),
+                },
+                CallEvent::Progress(params) => sink.progress(&params),
+                CallEvent::Note { method, params } => sink.note(method, params),
+            }
+        }
+    }
+
+    fn ask(&mut self, id: Value, method: String, params: Value) {
+        self.next_key += 1;
+        let short = method.split('/').next().unwrap_or("input");
+        let key = format!("{short}-{}", self.next_key);
+        self.asked
+            .push((key, id, json!({ "method": method, "params": params })));
+    }
+
+    /// The questions not answered yet, keyed for the client.
+    pub(crate) fn questions(&self) -> Map<String, Value> {
+        self.asked
+            .iter()
+            .map(|(key, _, q)| (key.clone(), q.clone()))
+            .collect()
+    }
+
+    /// Hand the client's answers to the upstream's questions; answers to
+    /// other keys (earlier rounds) are ignored. Returns whether questions
+    /// remain unanswered.
+    pub(crate) fn answer(&mut self, answers: Option<&Map<String, Value>>) -> bool {
+        let link = &self.link;
+        self.asked
+            .retain(|(key, id, _)| match answers.and_then(|a| a.get(key)) {
+                Some(answer) => {
+                    link.respond(id.clone(), Ok(answer.clone()));
+                    false
+                }
+                None => true,
+            });
+        !self.asked.is_empty()
+    }
+
+    /// Refuse every question not answered: nobody can answer them.
+    pub(crate) fn refuse_questions(&mut self) {
+        for (_, id, q) in self.asked.drain(..) {
+            let method = q.get("method").and_then(Value::as_str).unwrap_or_default();
+            self.link.respond(
+                id,
+                Err(JsonRpcError::new(
+                    crate::jsonrpc::code::METHOD_NOT_FOUND,
+                    format!("the gateway's client cannot answer {method} here"),
+                )),
+            );
+        }
+    }
+
+    /// Tell the upstream to stop, and stop waiting.
+    pub(crate) fn cancel_upstream(&mut self, reason: &str) {
+        if !self.done {
+            self.done = true;
+            self.link.notify(
+                "notifications/cancelled",
+                json!({ "requestId": self.id, "reason": reason }),
+            );
+            self.link.forget(self.id);
+            self.calls.unregister(self.link.serial, self.id);
+        }
+    }
+
+    fn finish(&mut self) {
+        self.done = true;
+        self.calls.unregister(self.link.serial, self.id);
+    }
+}
+
+impl Drop for UpstreamCall {
+    fn drop(&mut self) {
+        // Dropped unanswered: its caller left (a client gone, an expired
+        // wait for answers, a cancelled task).
+        self.cancel_upstream("the gateway's caller went away");
+    }
+}

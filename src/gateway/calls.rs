@@ -1,0 +1,287 @@
+//! The gateway's calls to the upstream: those in flight (so that what the
+//! upstream sends for a call reaches it) and those parked while their
+//! questions wait for the client's answers. Every entry is forgotten when
+//! its call ends, its connection ends, its task ends or its wait expires.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::time::Duration;
+
+use serde_json::json;
+use tokio::sync::mpsc;
+
+use super::call::UpstreamCall;
+use super::events::{call_of_token, CallEvent, Registry};
+use crate::jsonrpc::JsonRpcError;
+use crate::runtime::TaskHandle;
+use crate::upstream::link::{Inbound, InboundSink, Link};
+
+/// Events queued for one call before the upstream's extra progress is
+/// dropped (questions are refused instead).
+const EVENTS: usize = 64;
+
+struct Running {
+    events: mpsc::Sender<CallEvent>,
+    /// Waiting for the client's answers: its upstream request cannot be
+    /// the one asking anew.
+    parked: bool,
+}
+
+/// A call waiting for answers, under the key its `requestState` carries.
+struct Parked {
+    call: UpstreamCall,
+    owner: Option<String>,
+    handle: Option<TaskHandle>,
+}
+
+/// Both tables.
+pub(crate) struct Calls {
+    running: Mutex<HashMap<(u64, u64), Running>>,
+    parked: Mutex<HashMap<String, Parked>>,
+    max_parked: usize,
+    park_ttl: Duration,
+    me: Weak<Calls>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Why a call cannot be parked.
+pub(crate) fn too_many_parked(max: usize) -> JsonRpcError {
+    JsonRpcError::internal(format!(
+        "the gateway already holds {max} calls waiting for answers"
+    ))
+}
+
+impl Calls {
+    pub(crate) fn new(max_parked: usize, park_ttl: Duration) -> Arc<Self> {
+        Arc::new_cyclic(|me| Calls {
+            running: Mutex::default(),
+            parked: Mutex::default(),
+            max_parked,
+            park_ttl,
+            me: Weak::clone(me),
+        })
+    }
+
+    /// A call `id` on link `serial` starts: its events channel.
+    pub(crate) fn register(&self, serial: u64, id: u64) -> mpsc::Receiver<CallEvent> {
+        let (tx, rx) = mpsc::channel(EVENTS);
+        lock(&self.running).insert(
+            (serial, id),
+            Running {
+                events: tx,
+                parked: false,
+            },
+        );
+        rx
+    }
+
+    /// How many calls are in flight (parked ones included).
+    pub(crate) fn in_flight(&self) -> usize {
+        lock(&self.running).len()
+    }
+
+    /// How many calls wait for answers.
+    pub(crate) fn parked(&self) -> usize {
+        lock(&self.parked).len()
+    }
+
+    /// Park `call` under a new key bound to `owner`, until its answers come
+    /// or its wait expires.
+    pub(crate) fn park(
+        &self,
+        call: UpstreamCall,
+        owner: Option<String>,
+        handle: Option<TaskHandle>,
+        key: String,
+    ) -> Result<(), JsonRpcError> {
+        let serial = call.serial();
+        let id = call.id();
+        {
+            let mut parked = lock(&self.parked);
+            if parked.len() >= self.max_parked {
+                return Err(too_many_parked(self.max_parked));
+            }
+            parked.insert(
+                key.clone(),
+                Parked {
+                    call,
+                    owner,
+                    handle,
+                },
+            );
+        }
+        if let Some(r) = lock(&self.running).get_mut(&(serial, id)) {
+            r.parked = true;
+        }
+        let me = Weak::clone(&self.me);
+        let ttl = self.park_ttl;
+        tokio::spawn(async move {
+            tokio::time::sleep(ttl).await;
+            if let Some(calls) = me.upgrade() {
+                // Still there: nobody answered in time; dropping it cancels
+                // the upstream request.
+                if calls.take_any(&key).is_some() {
+                    tracing::info!("a call waiting for answers expired");
+                }
+            }
+        });
+        Ok(())
+    }
+
+    /// The call parked under `key`, if `owner` parked it.
+    pub(crate) fn unpark(&self, key: &str, owner: Option<&str>) -> Option<UpstreamCall> {
+        let mut parked = lock(&self.parked);
+        if parked.get(key)?.owner.as_deref() != owner {
+            return None;
+        }
+        let call = parked.remove(key)?.call;
+        drop(parked);
+        if let Some(r) = lock(&self.running).get_mut(&(call.serial(), call.id())) {
+            r.parked = false;
+        }
+        Some(call)
+    }
+
+    fn take_any(&self, key: &str) -> Option<UpstreamCall> {
+        lock(&self.parked).remove(key).map(|p| p.call)
+    }
+
+    /// Task `task_id` ended (cancelled, expired, failed elsewhere): a call
+    /// parked for it is dropped, which cancels it upstream.
+    pub(crate) fn task_ended(&self, task_id: &str) {
+        let dropped: Vec<UpstreamCall> = {
+            let mut parked = lock(&self.parked);
+            let keys: Vec<String> = parked
+                .iter()
+                .filter(|(_, p)| p.handle.as_ref().and_then(TaskHandle::id) == Some(task_id))
+                .map(|(k, _)| k.clone())
+                .collect();
+            keys.iter()
+                .filter_map(|k| parked.remove(k))
+                .map(|p| p.call)
+                .collect()
+        };
+        drop(dropped);
+    }
+
+    /// Link `serial` is over: its parked calls can never go on.
+    fn link_over(&self, serial: u64) {
+        let dropped: Vec<Parked> = {
+            let mut parked = lock(&self.parked);
+            let keys: Vec<String> = parked
+                .iter()
+                .filter(|(_, p)| p.call.serial() == serial)
+                .map(|(k, _)| k.clone())
+                .collect();
+            keys.iter().filter_map(|k| parked.remove(k)).collect()
+        };
+        drop(dropped);
+        lock(&self.running).retain(|(s, _), _| *s != serial);
+    }
+
+    /// The call a question or log message over `link` belongs to: the
+    /// request whose answer stream carried it (Streamable HTTP); over stdio
+    /// nothing in the message says, so it is the one call in flight that is
+    /// not waiting for answers (or, if all are, the one call).
+    fn asker(&self, serial: u64, related: Option<u64>) -> Result<mpsc::Sender<CallEvent>, usize> {
+        let running = lock(&self.running);
+        if let Some(r) = related.and_then(|id| running.get(&(serial, id))) {
+            return Ok(r.events.clone());
+        }
+        let on_link: Vec<&Running> = running
+            .iter()
+            .filter(|((s, _), _)| *s == serial)
+            .map(|(_, r)| r)
+            .collect();
+        let active: Vec<&&Running> = on_link.iter().filter(|r| !r.parked).collect();
+        match (active.as_slice(), on_link.as_slice()) {
+            ([one], _) => Ok(one.events.clone()),
+            ([], [one]) => Ok(one.events.clone()),
+            ([], []) => Err(0),
+            (many, _) if !many.is_empty() => Err(many.len()),
+            (_, all) => Err(all.len()),
+        }
+    }
+}
+
+impl Registry for Calls {
+    fn unregister(&self, serial: u64, id: u64) {
+        lock(&self.running).remove(&(serial, id));
+    }
+}
+
+impl InboundSink for Calls {
+    fn inbound(&self, link: &Arc<Link>, message: Inbound) {
+        match message {
+            Inbound::Request {
+                id,
+                method,
+                params,
+                related,
+            } => {
+                if method == "ping" {
+                    link.respond(id, Ok(json!({})));
+                    return;
+                }
+                match self.asker(link.serial, related) {
+                    Ok(events) => {
+                        let ask = CallEvent::Ask { id: id.clone(), method, params };
+                        if events.try_send(ask).is_err() {
+                            link.respond(
+                                id,
+                                Err(JsonRpcError::internal("the call is not taking questions")),
+                            );
+                        }
+                    }
+                    // Outside any call (server-everything asks as soon as
+                    // it is initialized): the gateway has no roots.
+                    Err(0) if method == "roots/list" => {
+                        link.respond(id, Ok(json!({ "roots": [] })));
+                    }
+                    Err(0) => link.respond(
+                        id,
+                        Err(JsonRpcError::new(
+                            crate::jsonrpc::code::METHOD_NOT_FOUND,
+                            format!("the gateway answers {method} only during a tool call"),
+                        )),
+                    ),
+                    Err(n) => link.respond(
+                        id,
+                        Err(JsonRpcError::internal(format!(
+                            "the gateway cannot tell which of the {n} calls in flight asked {method}: \
+                             requests over stdio carry no link to their call"
+                        ))),
+                    ),
+                }
+            }
+            Inbound::Notification {
+                method,
+                params,
+                related,
+            } => {
+                if method == "notifications/progress" {
+                    let Some(id) = params.get("progressToken").and_then(call_of_token) else {
+                        return;
+                    };
+                    if let Some(r) = lock(&self.running).get(&(link.serial, id)) {
+                        // Progress is advisory: dropped when the call lags.
+                        let _ = r.events.try_send(CallEvent::Progress(params));
+                    }
+                } else if method == "notifications/message" {
+                    if let Ok(events) = self.asker(link.serial, related) {
+                        let _ = events.try_send(CallEvent::Note { method, params });
+                    }
+                } else {
+                    tracing::debug!(%method, "an upstream notification outside any call; not forwarded");
+                }
+            }
+        }
+    }
+
+    fn link_closed(&self, serial: u64) {
+        self.link_over(serial);
+    }
+}

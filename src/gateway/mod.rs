@@ -1,0 +1,446 @@
+//! `Proxy`: the inner service of an MCP gateway (feature `gateway`). It is
+//! an MCP client to an existing server, the upstream, and a
+//! `tower::Service<JsonRpcRequest>` to everyone else; a [`TaskLayer`]
+//! around it ([`Proxy::task_layer`]) gives every client durable tasks in
+//! front of an upstream that has none.
+//!
+//! - `tools/list` is the upstream's list (refreshed when it says it
+//!   changed); `initialize` and `server/discover` say what the upstream
+//!   said of itself; everything else that is not a tool call (resources,
+//!   prompts, completion, logging) is forwarded as it is.
+//! - A `tools/call` is the upstream's call, with the gateway's
+//!   `progressToken`: its progress becomes the task's `statusMessage`. A
+//!   question the upstream asks during the call (`elicitation/create`,
+//!   `sampling/createMessage`, `roots/list`) becomes an MRTR
+//!   `input_required` answer whose `requestState` names the waiting
+//!   upstream request: in a task, the task's `inputRequests`, answered
+//!   with `tasks/update`; the answers go back to the upstream as the
+//!   responses to its questions and **the same upstream call goes on**.
+//! - `tasks/cancel`, an expired wait and a client gone send
+//!   `notifications/cancelled` to the upstream.
+//!
+//! `call.rs` drives one upstream call, `calls.rs` keeps the calls in flight
+//! and parked, `sink.rs` reports progress, `reply.rs` shapes answers for
+//! each protocol era.
+
+use std::collections::{HashMap, HashSet};
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use serde_json::{json, Map, Value};
+use tokio_util::sync::CancellationToken;
+
+mod call;
+mod calls;
+mod events;
+mod reply;
+mod sink;
+
+use call::{Step, UpstreamCall};
+use calls::Calls;
+use sink::RunSink;
+
+use crate::config::{Recovery, TaskPolicy};
+use crate::context::{TaskOwner, TaskResumeContext};
+use crate::jsonrpc::{JsonRpcError, JsonRpcRequest, JsonRpcResponse};
+use crate::layer::TaskLayer;
+use crate::peer::Peer;
+use crate::protocol::TaskStatus;
+use crate::runtime::TaskHandle;
+use crate::store::TaskStore;
+use crate::upstream::link::Link;
+pub use crate::upstream::UpstreamTarget;
+use crate::upstream::{Keepalive, Upstream};
+
+/// How the gateway treats the upstream's tools, and how long it waits.
+#[derive(Clone, Debug)]
+pub struct ProxyConfig {
+    policies: HashMap<String, TaskPolicy>,
+    default_policy: TaskPolicy,
+    rerun: HashSet<String>,
+    connect_wait: Duration,
+    park_ttl: Duration,
+    max_parked: usize,
+    keepalive: Keepalive,
+}
+
+impl Default for ProxyConfig {
+    fn default() -> Self {
+        ProxyConfig {
+            policies: HashMap::new(),
+            default_policy: TaskPolicy::Auto {
+                within: Duration::from_secs(1),
+            },
+            rerun: HashSet::new(),
+            connect_wait: Duration::from_secs(10),
+            park_ttl: Duration::from_secs(86_400),
+            max_parked: 10_000,
+            keepalive: Keepalive {
+                every: Duration::from_secs(15),
+                wait: Duration::from_secs(10),
+            },
+        }
+    }
+}
+
+impl ProxyConfig {
+    /// The policy of one tool (default: the default policy).
+    pub fn with_tool_policy(mut self, tool: impl Into<String>, policy: TaskPolicy) -> Self {
+        self.policies.insert(tool.into(), policy);
+        self
+    }
+
+    /// The policy of tools without one of their own (default `Auto` within
+    /// one second).
+    pub fn with_default_policy(mut self, policy: TaskPolicy) -> Self {
+        self.default_policy = policy;
+        self
+    }
+
+    /// Mark `tool` safe to run again from the top: a task whose upstream
+    /// call was lost (the gateway restarted) runs it again instead of
+    /// failing.
+    pub fn with_rerun(mut self, tool: impl Into<String>) -> Self {
+        self.rerun.insert(tool.into());
+        self
+    }
+
+    /// How long a request waits for the upstream to be up (default 10 s)
+    /// before it fails.
+    pub fn with_connect_wait(mut self, wait: Duration) -> Self {
+        self.connect_wait = wait;
+        self
+    }
+
+    /// How long a call waits for the answers to its upstream's questions
+    /// (default 24 h, the layer's longest task TTL) before it is
+    /// cancelled upstream, and how many may wait at once (default 10,000).
+    pub fn with_parked_calls(mut self, ttl: Duration, max: usize) -> Self {
+        self.park_ttl = ttl;
+        self.max_parked = max;
+        self
+    }
+
+    /// Ping a quiet upstream every `every` (default 15 s); one that does
+    /// not answer within `wait` (default 10 s) is given up: every call in
+    /// flight on it fails, and it is reconnected.
+    pub fn with_keepalive(mut self, every: Duration, wait: Duration) -> Self {
+        self.keepalive = Keepalive { every, wait };
+        self
+    }
+
+    fn policy(&self, tool: &str) -> TaskPolicy {
+        self.policies
+            .get(tool)
+            .copied()
+            .unwrap_or(self.default_policy)
+    }
+}
+
+/// The gateway's inner service: the upstream MCP server as a
+/// `tower::Service<JsonRpcRequest>`. Clones share the upstream.
+#[derive(Clone, Debug)]
+pub struct Proxy {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    cfg: ProxyConfig,
+    upstream: Arc<Upstream>,
+    calls: Arc<Calls>,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Proxy")
+            .field("upstream", &self.upstream)
+            .field("in_flight", &self.calls.in_flight())
+            .field("parked", &self.calls.parked())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Proxy {
+    /// Connect to `target` (in the background, and again whenever the
+    /// connection ends, with backoff). Needs a tokio runtime.
+    pub fn start(target: UpstreamTarget, cfg: ProxyConfig) -> Self {
+        let calls = Calls::new(cfg.max_parked, cfg.park_ttl);
+        let upstream = Upstream::start(target, cfg.keepalive, Arc::clone(&calls) as _);
+        Proxy {
+            shared: Arc::new(Shared {
+                cfg,
+                upstream,
+                calls,
+            }),
+        }
+    }
+
+    /// A [`TaskLayer`] on `store` with this gateway's tool policies and
+    /// recovery (`Rerun` when a tool is marked re-runnable: the gateway
+    /// itself fails the others), watched by the gateway so that a task
+    /// that ends while its upstream call waits for answers cancels that
+    /// call. Further settings can be chained on it.
+    pub fn task_layer(&self, store: impl TaskStore) -> TaskLayer {
+        let cfg = &self.shared.cfg;
+        let layer = TaskLayer::new(store)
+            .with_tool_policies(cfg.policies.iter().map(|(k, v)| (k.clone(), *v)))
+            .with_default_policy(cfg.default_policy)
+            .with_recovery(if cfg.rerun.is_empty() {
+                Recovery::Fail
+            } else {
+                Recovery::Rerun
+            });
+        let mut events = layer.subscribe();
+        let calls = Arc::downgrade(&self.shared.calls);
+        tokio::spawn(async move {
+            loop {
+                match events.recv().await {
+                    Ok(event)
+                        if event.status.is_terminal() || event.status == TaskStatus::Cancelled =>
+                    {
+                        let Some(calls) = calls.upgrade() else { return };
+                        calls.task_ended(&event.task_id);
+                    }
+                    Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(_) => return,
+                }
+            }
+        });
+        layer
+    }
+
+    /// Wait until the upstream is up (at most the connect wait), or say why
+    /// it is not.
+    pub async fn ready(&self) -> Result<(), JsonRpcError> {
+        self.shared
+            .upstream
+            .session(self.shared.cfg.connect_wait)
+            .await
+            .map(drop)
+    }
+
+    /// Upstream calls in flight now (waiting ones included), and how many
+    /// of them wait for answers.
+    pub fn calls_in_flight(&self) -> (usize, usize) {
+        (self.shared.calls.in_flight(), self.shared.calls.parked())
+    }
+}
+
+impl tower_service::Service<JsonRpcRequest> for Proxy {
+    type Response = JsonRpcResponse;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<JsonRpcResponse, Infallible>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: JsonRpcRequest) -> Self::Future {
+        let shared = Arc::clone(&self.shared);
+        Box::pin(async move { Ok(shared.handle(req).await) })
+    }
+}
+
+impl Shared {
+    async fn handle(self: Arc<Self>, req: JsonRpcRequest) -> JsonRpcResponse {
+        let id = req.id.clone();
+        let modern = req.protocol_version().is_some();
+        if id.is_none() {
+            // The client's notifications (`initialized`, `cancelled`,
+            // `roots/list_changed`) are about its own session with the
+            // gateway: nothing to forward.
+            return JsonRpcResponse::result(None, json!({}));
+        }
+        let outcome = match reply::check_version(&req) {
+            Err(e) => Err(e),
+            Ok(()) => match req.method.as_str() {
+                "initialize" if !modern => self.info().await.map(|i| reply::initialize(&req, &i)),
+                "server/discover" => self.info().await.map(|i| reply::discover(&i)),
+                "ping" if !modern => Ok(json!({})),
+                "tools/list" => self
+                    .info()
+                    .await
+                    .map(|_| reply::tools(&self.upstream.tools())),
+                "tools/call" => self.tools_call(&req).await,
+                _ => self.forward(&req).await,
+            },
+        };
+        match outcome {
+            Ok(result) => JsonRpcResponse::result(id, reply::shaped(result, modern)),
+            Err(error) => JsonRpcResponse::error(id, error),
+        }
+    }
+
+    async fn info(&self) -> Result<Arc<crate::upstream::session::ServerInfo>, JsonRpcError> {
+        self.upstream
+            .session(self.cfg.connect_wait)
+            .await
+            .map(|(_, info)| info)
+    }
+
+    /// Anything but a tool call: the upstream's answer as it is (its
+    /// questions relayed to a 2025-11-25 client's stream, refused for
+    /// others).
+    async fn forward(self: &Arc<Self>, req: &JsonRpcRequest) -> Result<Value, JsonRpcError> {
+        let (link, _) = self.upstream.session(self.cfg.connect_wait).await?;
+        let (params, sink) = upstream_params(req, None);
+        let mut call = self.start_call(&link, &req.method, params);
+        loop {
+            match call.step(&sink, None).await {
+                Step::Done(out) => return out,
+                Step::Asked(_) => {
+                    // Nobody to ask: every question is refused.
+                    call.refuse_questions();
+                }
+            }
+        }
+    }
+
+    async fn tools_call(self: &Arc<Self>, req: &JsonRpcRequest) -> Result<Value, JsonRpcError> {
+        let handle = req.extensions.get::<TaskHandle>().cloned();
+        let token = req.extensions.get::<CancellationToken>().cloned();
+        let owner = req.extensions.get::<TaskOwner>().map(|o| o.0.clone());
+        let params = req.params_object();
+        let name = params
+            .and_then(|p| p.get("name"))
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let state = params
+            .and_then(|p| p.get("requestState"))
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        let answers = params
+            .and_then(|p| p.get("inputResponses"))
+            .and_then(Value::as_object);
+        let rerun = self.cfg.rerun.contains(&name);
+        let (fresh, sink) = upstream_params(req, handle.clone());
+        let mut call =
+            match state
+                .as_deref()
+                .map(|s| self.calls.unpark(s, owner.as_deref()))
+            {
+                Some(Some(mut call)) => {
+                    if call.answer(answers) {
+                        // Answers still missing: the same questions again.
+                        let questions = call.questions();
+                        return self.park(call, owner, handle, &name, questions);
+                    }
+                    call
+                }
+                Some(None) if !rerun => return Err(JsonRpcError::invalid_params(
+                    "requestState names no upstream call waiting here: it ended, expired, or the \
+                     gateway restarted since it asked",
+                )),
+                None if req.extensions.get::<TaskResumeContext>().is_some() && !rerun => {
+                    // The layer runs a task again whose upstream call was lost
+                    // with the gateway that made it.
+                    return Err(JsonRpcError::internal(
+                    "the gateway stopped while this task's upstream call was in flight, and the \
+                     tool is not marked re-runnable",
+                ));
+                }
+                _ => {
+                    let (link, _) = self.upstream.session(self.cfg.connect_wait).await?;
+                    let mut fresh = fresh;
+                    fresh.remove("requestState");
+                    fresh.remove("inputResponses");
+                    self.start_call(&link, "tools/call", fresh)
+                }
+            };
+        match call.step(&sink, token.as_ref()).await {
+            Step::Done(out) => out,
+            Step::Asked(questions) => {
+                if let Some(h) = &handle {
+                    if h.id().is_none() && matches!(self.cfg.policy(&name), TaskPolicy::Auto { .. })
+                    {
+                        // Asked within the `auto` budget by a client that
+                        // can take a task: it becomes one now, and the
+                        // question is its first input request.
+                        h.start_task_now();
+                    }
+                }
+                self.park(call, owner, handle, &name, questions)
+            }
+        }
+    }
+
+    /// A new upstream call, registered so that what the upstream sends for
+    /// it reaches it.
+    fn start_call(
+        &self,
+        link: &Arc<Link>,
+        method: &str,
+        params: Map<String, Value>,
+    ) -> UpstreamCall {
+        let id = link.next_id();
+        let events = self.calls.register(link.serial, id);
+        UpstreamCall::start(
+            Arc::clone(&self.calls) as _,
+            events,
+            link,
+            id,
+            method,
+            params,
+        )
+    }
+
+    /// Park `call` and answer with its questions as an MRTR round.
+    fn park(
+        &self,
+        call: UpstreamCall,
+        owner: Option<String>,
+        handle: Option<TaskHandle>,
+        name: &str,
+        questions: Map<String, Value>,
+    ) -> Result<Value, JsonRpcError> {
+        let key = reply::state_key()?;
+        self.calls.park(call, owner, handle, key.clone())?;
+        tracing::debug!(
+            tool = name,
+            questions = questions.len(),
+            "upstream call waits for answers"
+        );
+        Ok(json!({
+            "resultType": "input_required",
+            "inputRequests": questions,
+            "requestState": key,
+        }))
+    }
+}
+
+/// The params to send upstream for `req`: the client's, without the
+/// 2026-07-28 `_meta` keys and its `progressToken` (kept in the sink), and
+/// the sink that reports this run.
+fn upstream_params(
+    req: &JsonRpcRequest,
+    handle: Option<TaskHandle>,
+) -> (Map<String, Value>, RunSink) {
+    let mut params = req.params_object().cloned().unwrap_or_default();
+    let mut client_token = None;
+    let caps = req
+        .meta()
+        .and_then(|m| m.get(crate::protocol::META_CLIENT_CAPABILITIES))
+        .cloned();
+    if let Some(Value::Object(meta)) = params.get_mut("_meta") {
+        meta.retain(|k, _| !k.starts_with("io.modelcontextprotocol/"));
+        client_token = meta.remove("progressToken");
+    }
+    let modern = req.protocol_version().is_some();
+    let sink = RunSink {
+        relay: handle.is_none() && !modern,
+        handle,
+        peer: req.extensions.get::<Peer>().cloned(),
+        client_token,
+        caps: if modern {
+            Some(caps.unwrap_or_else(|| json!({})))
+        } else {
+            None
+        },
+    };
+    (params, sink)
+}

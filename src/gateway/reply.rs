@@ -1,0 +1,106 @@
+//! The gateway's own answers, shaped for the era the client speaks:
+//! `initialize` (2025-11-25) and `server/discover` (2026-07-28) from what
+//! the upstream said of itself, the upstream's tools, and `resultType` on
+//! every 2026-07-28 result.
+
+use serde_json::{json, Value};
+
+use crate::jsonrpc::{code, JsonRpcError, JsonRpcRequest};
+use crate::protocol::{META_PROTOCOL_VERSION, PROTOCOL_2025_11_25, PROTOCOL_2026_07_28};
+use crate::upstream::session::{ServerInfo, UPSTREAM_VERSIONS};
+
+/// The versions the gateway serves its clients.
+const SERVED: [&str; 2] = [PROTOCOL_2026_07_28, PROTOCOL_2025_11_25];
+
+/// `-32022` for a 2026-07-28-style request in a version the gateway does
+/// not serve (the layer checks tool calls and task methods itself).
+pub(crate) fn check_version(req: &JsonRpcRequest) -> Result<(), JsonRpcError> {
+    let requested = match req.protocol_version() {
+        Some(v) if SERVED.contains(&v) => return Ok(()),
+        Some(v) => v.to_owned(),
+        None => match req.meta().and_then(|m| m.get(META_PROTOCOL_VERSION)) {
+            Some(other) => other.to_string(),
+            None => return Ok(()),
+        },
+    };
+    Err(JsonRpcError::new(
+        code::UNSUPPORTED_PROTOCOL_VERSION,
+        "Unsupported protocol version",
+    )
+    .with_data(json!({ "supported": SERVED, "requested": requested })))
+}
+
+/// The upstream's capabilities as the gateway offers them: what it serves
+/// (tools, resources, prompts, completions, logging), without its own task
+/// support (the layer adds the gateway's).
+fn capabilities(info: &ServerInfo) -> Value {
+    let mut caps = info.capabilities.clone();
+    if let Some(c) = caps.as_object_mut() {
+        c.remove("tasks");
+        c.remove("experimental");
+    } else {
+        caps = json!({});
+    }
+    caps.as_object_mut()
+        .map(|c| c.entry("tools").or_insert_with(|| json!({})));
+    caps
+}
+
+/// `initialize` of a 2025-era client: the version it asked for when the
+/// gateway speaks it, else the newest.
+pub(crate) fn initialize(req: &JsonRpcRequest, info: &ServerInfo) -> Value {
+    let asked = req
+        .params_object()
+        .and_then(|p| p.get("protocolVersion"))
+        .and_then(Value::as_str)
+        .filter(|v| UPSTREAM_VERSIONS.contains(v))
+        .unwrap_or(PROTOCOL_2025_11_25);
+    let mut result = json!({
+        "protocolVersion": asked,
+        "capabilities": capabilities(info),
+        "serverInfo": info.server_info,
+    });
+    if let Some(instructions) = &info.instructions {
+        result["instructions"] = instructions.clone();
+    }
+    result
+}
+
+/// `server/discover` of a 2026-07-28 client.
+pub(crate) fn discover(info: &ServerInfo) -> Value {
+    let mut result = json!({
+        "resultType": "complete",
+        "supportedVersions": SERVED,
+        "capabilities": capabilities(info),
+        "_meta": { "io.modelcontextprotocol/serverInfo": info.server_info }
+    });
+    if let Some(instructions) = &info.instructions {
+        result["instructions"] = instructions.clone();
+    }
+    result
+}
+
+/// `tools/list`: the upstream's tools (the layer adds each one's
+/// `execution.taskSupport` for 2025-era clients).
+pub(crate) fn tools(tools: &[Value]) -> Value {
+    json!({ "tools": tools })
+}
+
+/// A result as the client's era has it: 2026-07-28 results say
+/// `resultType` (`complete` unless it is already there).
+pub(crate) fn shaped(mut result: Value, modern: bool) -> Value {
+    if modern {
+        if let Some(r) = result.as_object_mut() {
+            r.entry("resultType").or_insert_with(|| json!("complete"));
+        }
+    }
+    result
+}
+
+/// A fresh key for a parked call: 128 random bits, so that a client cannot
+/// guess another's (and parked calls are bound to their owner besides).
+pub(crate) fn state_key() -> Result<String, JsonRpcError> {
+    crate::runtime::ids::new_task_id()
+        .map(|id| format!("mcp-tasks-gateway:{id}"))
+        .map_err(|_| JsonRpcError::internal("the OS random source failed"))
+}

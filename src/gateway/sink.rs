@@ -1,0 +1,115 @@
+//! Where one run of a call reports what the upstream says along the way:
+//! progress becomes the task's `statusMessage` (and the client's own
+//! progress notifications when it asked for them), other notifications go
+//! to the client's stream, and a 2025-11-25 client outside a task answers
+//! questions on its own stream.
+
+use serde_json::{json, Value};
+
+use crate::jsonrpc::{code, JsonRpcError};
+use crate::peer::Peer;
+use crate::runtime::TaskHandle;
+
+/// What one run of a call reports to.
+#[derive(Default)]
+pub(crate) struct RunSink {
+    /// The task's handle, when the call is or may become a task.
+    pub(crate) handle: Option<TaskHandle>,
+    /// The client's stream, when its transport has one.
+    pub(crate) peer: Option<Peer>,
+    /// The client's own `progressToken`, if it sent one.
+    pub(crate) client_token: Option<Value>,
+    /// Questions go to the client's stream as requests (a 2025-11-25 call
+    /// that is no task) instead of becoming input requests.
+    pub(crate) relay: bool,
+    /// The 2026-07-28 client's declared capabilities (`None`: a 2025-era
+    /// client, whose capabilities the layer and its session hold).
+    pub(crate) caps: Option<Value>,
+}
+
+impl RunSink {
+    /// The peer to ask questions on, when questions are relayed.
+    pub(crate) fn relay(&self) -> Option<&Peer> {
+        self.peer.as_ref().filter(|_| self.relay)
+    }
+
+    /// The upstream's answer to a question the client cannot take, as a
+    /// client without that capability would answer: no roots for
+    /// `roots/list`, `-32601` for the rest. `None` when the client can.
+    pub(crate) fn refusal(&self, method: &str) -> Option<Result<Value, JsonRpcError>> {
+        let caps = self.caps.as_ref()?;
+        let needs = match method {
+            "elicitation/create" => "elicitation",
+            "sampling/createMessage" => "sampling",
+            "roots/list" => "roots",
+            _ => return None,
+        };
+        if caps.get(needs).is_some_and(|c| !c.is_null()) {
+            return None;
+        }
+        Some(match method {
+            "roots/list" => Ok(json!({ "roots": [] })),
+            _ => Err(JsonRpcError::new(
+                code::METHOD_NOT_FOUND,
+                format!("the client did not declare the {needs} capability"),
+            )),
+        })
+    }
+
+    /// A `notifications/progress` of the upstream for this call.
+    pub(crate) fn progress(&self, params: &Value) {
+        if let Some(handle) = &self.handle {
+            handle.set_status_message(status_message(params));
+        }
+        if let (Some(peer), Some(token)) = (&self.peer, &self.client_token) {
+            let mut params = params.clone();
+            params["progressToken"] = token.clone();
+            tokio::spawn(peer.notify("notifications/progress".into(), params));
+        }
+    }
+
+    /// Another notification of the upstream for this call (a log message).
+    pub(crate) fn note(&self, method: String, params: Value) {
+        if let Some(peer) = &self.peer {
+            tokio::spawn(peer.notify(method, params));
+        }
+    }
+}
+
+/// A progress notification as a status message: its `message`, else
+/// "k of n", else "k".
+pub(crate) fn status_message(params: &Value) -> String {
+    if let Some(message) = params.get("message").and_then(Value::as_str) {
+        if !message.is_empty() {
+            return message.to_owned();
+        }
+    }
+    let number = |v: &Value| match v.as_f64() {
+        Some(f) if f.fract() == 0.0 && f.abs() < 1e15 => format!("{}", f as i64),
+        Some(f) => format!("{f}"),
+        None => v.to_string(),
+    };
+    match (params.get("progress"), params.get("total")) {
+        (Some(p), Some(t)) if !t.is_null() => format!("{} of {}", number(p), number(t)),
+        (Some(p), _) => number(p),
+        _ => json!(params).to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn progress_reads_as_a_status_message() {
+        assert_eq!(
+            status_message(&json!({"progress": 2, "total": 5})),
+            "2 of 5"
+        );
+        assert_eq!(status_message(&json!({"progress": 2.5})), "2.5");
+        assert_eq!(
+            status_message(&json!({"progress": 1, "total": 4, "message": "step 1"})),
+            "step 1"
+        );
+    }
+}

@@ -1,0 +1,262 @@
+//! One live connection to the upstream MCP server: request ids and the
+//! answers waited for, the upstream's own requests and notifications handed
+//! to an [`InboundSink`], and the end of the connection, which fails every
+//! request still waiting.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use serde_json::{json, Map, Value};
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+use crate::jsonrpc::JsonRpcError;
+
+/// A message from the upstream that is not an answer to one of ours.
+#[derive(Debug)]
+pub(crate) enum Inbound {
+    /// A server→client request (`elicitation/create`, `sampling/createMessage`,
+    /// `roots/list`, `ping`): it must be answered with [`Link::respond`].
+    Request {
+        id: Value,
+        method: String,
+        params: Value,
+        /// The gateway's request whose answer stream carried it (Streamable
+        /// HTTP); `None` over stdio, where nothing says.
+        related: Option<u64>,
+    },
+    /// A notification (`notifications/progress`, `.../list_changed`, ...).
+    Notification {
+        method: String,
+        params: Value,
+        /// As for requests.
+        related: Option<u64>,
+    },
+}
+
+/// Where a link hands what the upstream sends on its own.
+pub(crate) trait InboundSink: Send + Sync + 'static {
+    /// One message from the upstream on `link`.
+    fn inbound(&self, link: &Arc<Link>, message: Inbound);
+
+    /// Link `serial` is over (after every request waiting on it failed).
+    fn link_closed(&self, serial: u64) {
+        let _ = serial;
+    }
+}
+
+type Waiter = oneshot::Sender<Result<Value, JsonRpcError>>;
+
+/// One connection: its writer, the requests waiting for an answer, and
+/// whether it is over.
+pub(crate) struct Link {
+    /// Which connection of the upstream this is (1 for the first, one more
+    /// for each restart).
+    pub(crate) serial: u64,
+    out: mpsc::Sender<Vec<u8>>,
+    waiting: Mutex<HashMap<u64, Waiter>>,
+    next_id: AtomicU64,
+    closed: CancellationToken,
+    why: Mutex<Option<String>>,
+}
+
+impl std::fmt::Debug for Link {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Link")
+            .field("serial", &self.serial)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Link {
+    /// A link whose messages go to `out`, one JSON text each.
+    pub(crate) fn new(serial: u64, out: mpsc::Sender<Vec<u8>>) -> Arc<Self> {
+        Arc::new(Link {
+            serial,
+            out,
+            waiting: Mutex::default(),
+            next_id: AtomicU64::new(1),
+            closed: CancellationToken::new(),
+            why: Mutex::default(),
+        })
+    }
+
+    /// A fresh request id on this link.
+    pub(crate) fn next_id(&self) -> u64 {
+        self.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Send request `id` (from [`next_id`](Self::next_id)) and wait for its
+    /// answer: the `result`, the upstream's JSON-RPC error, or an error
+    /// saying the connection ended first.
+    pub(crate) async fn request_with_id(
+        &self,
+        id: u64,
+        method: &str,
+        params: Value,
+    ) -> Result<Value, JsonRpcError> {
+        let (tx, rx) = oneshot::channel();
+        {
+            let mut waiting = self.waiting.lock().unwrap_or_else(PoisonError::into_inner);
+            if self.closed.is_cancelled() {
+                return Err(self.gone());
+            }
+            waiting.insert(id, tx);
+        }
+        let message = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
+        if self
+            .out
+            .send(message.to_string().into_bytes())
+            .await
+            .is_err()
+        {
+            self.forget(id);
+            return Err(self.gone());
+        }
+        match rx.await {
+            Ok(answer) => answer,
+            Err(_) => Err(self.gone()),
+        }
+    }
+
+    /// Send a request with a fresh id and wait for its answer.
+    pub(crate) async fn request(&self, method: &str, params: Value) -> Result<Value, JsonRpcError> {
+        self.request_with_id(self.next_id(), method, params).await
+    }
+
+    /// Stop waiting for request `id` (its caller went away).
+    pub(crate) fn forget(&self, id: u64) {
+        self.waiting
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&id);
+    }
+
+    /// Answer the upstream's request `id`.
+    pub(crate) fn respond(&self, id: Value, answer: Result<Value, JsonRpcError>) {
+        let message = match answer {
+            Ok(result) => json!({ "jsonrpc": "2.0", "id": id, "result": result }),
+            Err(error) => json!({ "jsonrpc": "2.0", "id": id, "error": error }),
+        };
+        self.send(message);
+    }
+
+    /// Send a notification; dropped if the connection is full or over.
+    pub(crate) fn notify(&self, method: &str, params: Value) {
+        self.send(json!({ "jsonrpc": "2.0", "method": method, "params": params }));
+    }
+
+    fn send(&self, message: Value) {
+        let _ = self.out.try_send(message.to_string().into_bytes());
+    }
+
+    /// Whether the connection is over.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.is_cancelled()
+    }
+
+    /// Completes when the connection is over.
+    pub(crate) async fn closed(&self) {
+        self.closed.cancelled().await;
+    }
+
+    /// Why the connection ended, once it has.
+    pub(crate) fn why(&self) -> String {
+        self.why
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+            .unwrap_or_else(|| "the upstream connection closed".to_owned())
+    }
+
+    /// The connection is over because of `why`: every request still waiting
+    /// fails with it.
+    pub(crate) fn close(&self, why: String) {
+        let waiters: Vec<Waiter> = {
+            let mut waiting = self.waiting.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut slot = self.why.lock().unwrap_or_else(PoisonError::into_inner);
+            if slot.is_none() {
+                *slot = Some(why);
+            }
+            self.closed.cancel();
+            waiting.drain().map(|(_, w)| w).collect()
+        };
+        let error = self.gone();
+        for w in waiters {
+            let _ = w.send(Err(error.clone()));
+        }
+    }
+
+    fn gone(&self) -> JsonRpcError {
+        JsonRpcError::internal(format!("the upstream is unavailable: {}", self.why()))
+    }
+
+    /// One message the upstream sent: an answer to one of ours goes to its
+    /// waiter, anything else to `sink`. Malformed messages are dropped.
+    pub(crate) fn deliver(self: &Arc<Self>, bytes: &[u8], sink: &dyn InboundSink) {
+        self.deliver_related(bytes, sink, None);
+    }
+
+    /// [`deliver`](Self::deliver) a message that came on the answer stream
+    /// of request `related`.
+    pub(crate) fn deliver_related(
+        self: &Arc<Self>,
+        bytes: &[u8],
+        sink: &dyn InboundSink,
+        related: Option<u64>,
+    ) {
+        let Ok(Value::Object(mut message)) = serde_json::from_slice::<Value>(bytes) else {
+            tracing::debug!("the upstream sent a line that is not a JSON object");
+            return;
+        };
+        let params = message
+            .remove("params")
+            .unwrap_or(Value::Object(Map::new()));
+        match (message.remove("method"), message.remove("id")) {
+            (Some(Value::String(method)), Some(id)) => {
+                sink.inbound(
+                    self,
+                    Inbound::Request {
+                        id,
+                        method,
+                        params,
+                        related,
+                    },
+                );
+            }
+            (Some(Value::String(method)), None) => {
+                sink.inbound(
+                    self,
+                    Inbound::Notification {
+                        method,
+                        params,
+                        related,
+                    },
+                );
+            }
+            (None, Some(id)) => {
+                let Some(id) = id.as_u64() else { return };
+                let waiter = self
+                    .waiting
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .remove(&id);
+                let Some(waiter) = waiter else { return };
+                let answer = match (message.remove("result"), message.remove("error")) {
+                    (Some(result), _) => Ok(result),
+                    (None, Some(error)) => {
+                        Err(serde_json::from_value(error).unwrap_or_else(|_| {
+                            JsonRpcError::internal("the upstream sent a malformed error")
+                        }))
+                    }
+                    (None, None) => Err(JsonRpcError::internal(
+                        "the upstream sent an answer with neither result nor error",
+                    )),
+                };
+                let _ = waiter.send(answer);
+            }
+            _ => {}
+        }
+    }
+}

@@ -1,0 +1,279 @@
+"""A plain MCP server (no task support) to put behind `mcp-tasks gateway` in tests.
+
+    python tests/gateway/upstream.py              # stdio
+    python tests/gateway/upstream.py --http 8931  # Streamable HTTP on http://127.0.0.1:8931/mcp
+
+Written with the Python `mcp` package, version pinned in requirements.txt
+(2.x, where FastMCP is called `MCPServer`; the 1.x `FastMCP` class is used
+when that is what is installed, but there `protocol_error_job` comes back as
+isError: FastMCP 1.x turns every tool exception into a tool error, checked
+with mcp 1.30.0). Every tool runs synchronously inside its
+`tools/call`; questions go to the client as `elicitation/create`,
+`sampling/createMessage` and `roots/list` requests sent while the call is
+open, and progress as `notifications/progress` when the call has a
+`progressToken`.
+
+Tools: the fixtures of the conformance `tasks-*` scenarios (greet,
+slow_compute, failing_job, protocol_error_job, confirm_delete, multi_input,
+test_tool_with_task) and, for the gateway's own tests, long, ask_sampling,
+ask_roots, pid and echo.
+
+UPSTREAM_EVENTS=FILE makes the tools append one line per event to FILE:
+`started <tool>` when a tool starts, `finished <tool>` when it returns,
+`cancelled <label>` when `slow_compute` (its label) or `long` (`long`) is
+cancelled by `notifications/cancelled`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import math
+import os
+import sys
+import warnings
+from typing import Any
+
+from pydantic import BaseModel
+
+try:  # mcp 2.x
+    from mcp.server.mcpserver import Context
+    from mcp.server.mcpserver import MCPServer as _Server
+    from mcp.server.mcpserver.exceptions import ToolError
+    from mcp.shared.exceptions import MCPError
+
+    def protocol_error(code: int, message: str) -> Exception:
+        return MCPError(code, message)
+
+    MCP_MAJOR = 2
+except ImportError:  # mcp 1.x
+    from mcp.server.fastmcp import Context
+    from mcp.server.fastmcp import FastMCP as _Server
+    from mcp.server.fastmcp.exceptions import ToolError
+    from mcp.shared.exceptions import McpError
+    from mcp.types import ErrorData
+
+    def protocol_error(code: int, message: str) -> Exception:
+        return McpError(ErrorData(code=code, message=message))
+
+    MCP_MAJOR = 1
+
+from mcp.types import SamplingMessage, TextContent
+
+# mcp 2.x marks sampling and roots deprecated (2026-07-28); they are what this server is for.
+warnings.filterwarnings("ignore", message=".*deprecated as of 2026-07-28")
+
+mcp = _Server("mcp-task-layer-test-upstream", log_level="WARNING")
+
+
+def event(line: str) -> None:
+    """Append one line to $UPSTREAM_EVENTS (if set), visible to other processes at once."""
+    path = os.environ.get("UPSTREAM_EVENTS")
+    if path:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(line + "\n")
+
+
+def started(tool: str) -> None:
+    event(f"started {tool}")
+
+
+def finished(tool: str) -> None:
+    event(f"finished {tool}")
+
+
+def related(ctx: Context) -> dict[str, Any]:
+    """related_request_id for a server->client request, so that over Streamable HTTP
+    it goes out on the POST's SSE stream of this call."""
+    return {"related_request_id": ctx.request_id}
+
+
+# --- conformance fixtures (shared/conformance.md §2) ---------------------------
+
+
+@mcp.tool(description="Say hello. Quick and synchronous.", structured_output=False)
+async def greet(name: str) -> str:
+    started("greet")
+    finished("greet")
+    return f"Hello, {name}!"
+
+
+@mcp.tool(
+    description="Sleep `seconds` (progress once a second), then return a text naming `label`.",
+    structured_output=False,
+)
+async def slow_compute(seconds: float, ctx: Context, label: str = "job") -> str:
+    started("slow_compute")
+    try:
+        n = max(1, math.ceil(seconds))
+        left = float(seconds)
+        k = 0
+        while left > 0:
+            step = min(1.0, left)
+            await asyncio.sleep(step)
+            left -= step
+            k += 1
+            await ctx.report_progress(k, n, f"{label}: {k} of {n} s")
+    except BaseException as e:
+        if is_cancellation(e):
+            event(f"cancelled {label}")
+        raise
+    finished("slow_compute")
+    return f"Computed {label} in {seconds} s"
+
+
+@mcp.tool(description="Fail with a tool error (isError) after about 1 s.", structured_output=False)
+async def failing_job() -> str:
+    started("failing_job")
+    await asyncio.sleep(1)
+    finished("failing_job")
+    raise ToolError("failing_job failed on purpose")
+
+
+@mcp.tool(description="Fail with a JSON-RPC error (not isError) after about 1 s.", structured_output=False)
+async def protocol_error_job() -> str:
+    started("protocol_error_job")
+    await asyncio.sleep(1)
+    finished("protocol_error_job")
+    raise protocol_error(-32603, "protocol_error_job failed on purpose")
+
+
+class Confirm(BaseModel):
+    confirm: bool
+
+
+class Name(BaseModel):
+    name: str
+
+
+class UserName(BaseModel):
+    user_name: str
+
+
+@mcp.tool(description="Ask (one elicitation, boolean `confirm`) before deleting `filename`.", structured_output=False)
+async def confirm_delete(filename: str, ctx: Context) -> str:
+    started("confirm_delete")
+    answer = await ctx.elicit(f"Delete {filename}?", Confirm)
+    finished("confirm_delete")
+    if answer.action == "accept" and answer.data.confirm:
+        return f"Deleted {filename}"
+    return f"Did not delete {filename} ({answer.action})"
+
+
+@mcp.tool(description="Ask two elicitations at once (`name`, then `confirm`).", structured_output=False)
+async def multi_input(ctx: Context) -> str:
+    started("multi_input")
+    name, confirm = await asyncio.gather(
+        ctx.elicit("Your name?", Name),
+        ctx.elicit("Confirm?", Confirm),
+    )
+    finished("multi_input")
+    n = name.data.name if name.action == "accept" else f"<{name.action}>"
+    c = confirm.data.confirm if confirm.action == "accept" else f"<{confirm.action}>"
+    return f"name={n}, confirm={c}"
+
+
+@mcp.tool(description="Ask for `user_name`, work about 1 s, then greet.", structured_output=False)
+async def test_tool_with_task(ctx: Context) -> str:
+    started("test_tool_with_task")
+    answer = await ctx.elicit("What is your name?", UserName)
+    user_name = answer.data.user_name if answer.action == "accept" else "stranger"
+    await asyncio.sleep(1)
+    finished("test_tool_with_task")
+    return f"Hello, {user_name}! The task is done."
+
+
+# --- the gateway's own tests ---------------------------------------------------
+
+
+@mcp.tool(
+    description="Work `seconds` in `steps` equal steps, reporting progress `k` of `steps` (message `step k`).",
+    structured_output=False,
+)
+async def long(ctx: Context, seconds: float = 3, steps: int = 3) -> str:
+    started("long")
+    steps = max(1, steps)
+    try:
+        for k in range(1, steps + 1):
+            await asyncio.sleep(seconds / steps)
+            await ctx.report_progress(k, steps, f"step {k}")
+    except BaseException as e:
+        if is_cancellation(e):
+            event("cancelled long")
+        raise
+    finished("long")
+    return f"done after {steps} steps"
+
+
+@mcp.tool(description="Ask the client to sample a reply to `prompt`; return its text.", structured_output=False)
+async def ask_sampling(prompt: str, ctx: Context) -> str:
+    started("ask_sampling")
+    result = await ctx.request_context.session.create_message(
+        messages=[SamplingMessage(role="user", content=TextContent(type="text", text=prompt))],
+        max_tokens=100,
+        **related(ctx),
+    )
+    finished("ask_sampling")
+    content = result.content
+    if isinstance(content, list):
+        content = content[0] if content else None
+    return getattr(content, "text", None) or str(content)
+
+
+@mcp.tool(description="Ask the client for its roots (roots/list); return their uris, one a line.", structured_output=False)
+async def ask_roots(ctx: Context) -> str:
+    started("ask_roots")
+    session = ctx.request_context.session
+    if MCP_MAJOR >= 2:
+        # session.list_roots() takes no related_request_id, so over Streamable HTTP it
+        # would go out on the GET stream; this puts it on the call's POST stream.
+        from mcp.shared.message import ServerMessageMetadata
+        from mcp.types import ListRootsRequest, ListRootsResult
+
+        metadata = ServerMessageMetadata(related_request_id=ctx.request_id)
+        result = await session.send_request(ListRootsRequest(), ListRootsResult, metadata=metadata)
+    else:
+        result = await session.list_roots()
+    finished("ask_roots")
+    return "\n".join(str(root.uri) for root in result.roots)
+
+
+@mcp.tool(description="This server's process id.", structured_output=False)
+async def pid() -> str:
+    return str(os.getpid())
+
+
+@mcp.tool(description="Return `text`.", structured_output=False)
+async def echo(text: str) -> str:
+    return text
+
+
+def is_cancellation(e: BaseException) -> bool:
+    """asyncio's CancelledError, or whatever anyio's backend cancels with."""
+    if isinstance(e, asyncio.CancelledError):
+        return True
+    try:
+        import anyio
+
+        return isinstance(e, anyio.get_cancelled_exc_class())
+    except Exception:
+        return False
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--http", type=int, metavar="PORT", help="serve Streamable HTTP on 127.0.0.1:PORT/mcp")
+    args = parser.parse_args()
+    if args.http is None:
+        mcp.run("stdio")
+    elif MCP_MAJOR >= 2:
+        mcp.run("streamable-http", host="127.0.0.1", port=args.http, streamable_http_path="/mcp")
+    else:
+        mcp.settings.host = "127.0.0.1"
+        mcp.settings.port = args.http
+        mcp.settings.streamable_http_path = "/mcp"
+        mcp.run("streamable-http")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
