@@ -268,9 +268,22 @@ fn a_bad_command_line_or_store_is_one_line_and_a_non_zero_exit() {
 fn start_gateway(py: &str, store: &str) -> (Running, String) {
     let mut child = Command::new(BIN)
         .args([
-            "gateway", "--listen", "127.0.0.1:0", "--store", store, "--lease-ttl", "1",
-            "--rerun", "long", "--policy", "slow_compute=task", "--policy", "long=task",
-            "--policy", "confirm_delete=task", "--",
+            "gateway",
+            "--listen",
+            "127.0.0.1:0",
+            "--store",
+            store,
+            "--lease-ttl",
+            "1",
+            "--rerun",
+            "long",
+            "--policy",
+            "slow_compute=task",
+            "--policy",
+            "long=task",
+            "--policy",
+            "confirm_delete=task",
+            "--",
         ])
         .args([py, &upstream()])
         .stdout(Stdio::piped())
@@ -289,15 +302,30 @@ fn start_gateway(py: &str, store: &str) -> (Running, String) {
 }
 
 fn start_task(addr: &str, tool: &str, args: Value) -> String {
-    let r = post(addr, "alice", "tools/call", Some(tool), json!({ "name": tool, "arguments": args }));
-    result(&r)["taskId"].as_str().unwrap_or_else(|| panic!("{r}")).to_owned()
+    let r = post(
+        addr,
+        "alice",
+        "tools/call",
+        Some(tool),
+        json!({ "name": tool, "arguments": args }),
+    );
+    result(&r)["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{r}"))
+        .to_owned()
 }
 
 /// Poll (at most 60 s) until the task's status is `status`.
 fn wait_status(addr: &str, task: &str, status: &str) -> Value {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let got = post(addr, "alice", "tasks/get", Some(task), json!({ "taskId": task }));
+        let got = post(
+            addr,
+            "alice",
+            "tasks/get",
+            Some(task),
+            json!({ "taskId": task }),
+        );
         let got = result(&got).clone();
         if got["status"] == status {
             return got;
@@ -314,7 +342,11 @@ fn a_gateway_restarted_on_sqlite_keeps_finished_and_waiting_tasks_and_is_honest_
     let store = format!("sqlite:{}", dir.path().join("tasks.db").display());
     let (mut first, addr) = start_gateway(&py, &store);
     let done = start_task(&addr, "long", json!({ "seconds": 0.2, "steps": 1 }));
-    let stuck = start_task(&addr, "slow_compute", json!({ "seconds": 60, "label": "lost" }));
+    let stuck = start_task(
+        &addr,
+        "slow_compute",
+        json!({ "seconds": 60, "label": "lost" }),
+    );
     let again = start_task(&addr, "long", json!({ "seconds": 60, "steps": 60 }));
     let waiting = start_task(&addr, "confirm_delete", json!({ "filename": "w.txt" }));
     let finished = wait_status(&addr, &done, "completed");
@@ -327,19 +359,46 @@ fn a_gateway_restarted_on_sqlite_keeps_finished_and_waiting_tasks_and_is_honest_
     let (_second, addr) = start_gateway(&py, &store);
 
     // Finished and waiting tasks read back as they were.
-    assert_eq!(wait_status(&addr, &done, "completed")["result"], finished["result"]);
+    assert_eq!(
+        wait_status(&addr, &done, "completed")["result"],
+        finished["result"]
+    );
     let w = wait_status(&addr, &waiting, "input_required");
     assert_eq!(w["inputRequests"].as_object().unwrap().len(), 1);
     // A call that was in flight fails honestly: its upstream call is gone.
     let failed = wait_status(&addr, &stuck, "failed");
-    assert!(failed["error"]["message"].as_str().unwrap().contains("not marked re-runnable"), "{failed}");
+    assert!(
+        failed["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("not marked re-runnable"),
+        "{failed}"
+    );
     // A re-runnable tool starts again, from the top, and finishes.
     let _ = wait_status(&addr, &again, "working");
     // Answering the waiting task: its upstream call is gone too, said so.
-    let key = w["inputRequests"].as_object().unwrap().keys().next().unwrap().clone();
-    let ack = post(&addr, "alice", "tasks/update", Some(&waiting), json!({
-        "taskId": waiting, "inputResponses": { key: { "action": "accept", "content": { "confirm": true } } } }));
+    let key = w["inputRequests"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .next()
+        .unwrap()
+        .clone();
+    let ack = post(
+        &addr,
+        "alice",
+        "tasks/update",
+        Some(&waiting),
+        json!({
+        "taskId": waiting, "inputResponses": { key: { "action": "accept", "content": { "confirm": true } } } }),
+    );
     assert_eq!(result(&ack)["resultType"], "complete");
     let w = wait_status(&addr, &waiting, "failed");
-    assert!(w["error"]["message"].as_str().unwrap().contains("no upstream call waiting"), "{w}");
+    assert!(
+        w["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("no upstream call waiting"),
+        "{w}"
+    );
 }

@@ -15,6 +15,7 @@ use super::events::{progress_token, CallEvent, Registry};
 use super::sink::RunSink;
 use crate::jsonrpc::JsonRpcError;
 use crate::upstream::link::Link;
+use crate::upstream::Lease;
 
 /// After the upstream's first question, how long to wait for more before
 /// handing them to the client together (an upstream asking two questions
@@ -44,6 +45,9 @@ pub(crate) struct UpstreamCall {
     asked: Vec<(String, Value, Value)>,
     next_key: u64,
     done: bool,
+    /// The stdio lane this call holds while it lives (parked too): its
+    /// questions are its own.
+    _lease: Option<Lease>,
 }
 
 impl UpstreamCall {
@@ -54,6 +58,7 @@ impl UpstreamCall {
         calls: Arc<dyn Registry>,
         events: mpsc::Receiver<CallEvent>,
         link: &Arc<Link>,
+        lease: Option<Lease>,
         id: u64,
         method: &str,
         mut params: Map<String, Value>,
@@ -83,6 +88,7 @@ impl UpstreamCall {
             asked: Vec::new(),
             next_key: 0,
             done: false,
+            _lease: lease,
         }
     }
 

@@ -54,7 +54,7 @@ use crate::runtime::TaskHandle;
 use crate::store::TaskStore;
 use crate::upstream::link::Link;
 pub use crate::upstream::UpstreamTarget;
-use crate::upstream::{Keepalive, Upstream};
+use crate::upstream::{Keepalive, Lease, Upstream};
 
 /// How the gateway treats the upstream's tools, and how long it waits.
 #[derive(Clone, Debug)]
@@ -66,6 +66,7 @@ pub struct ProxyConfig {
     park_ttl: Duration,
     max_parked: usize,
     keepalive: Keepalive,
+    processes: usize,
 }
 
 impl Default for ProxyConfig {
@@ -83,6 +84,7 @@ impl Default for ProxyConfig {
                 every: Duration::from_secs(15),
                 wait: Duration::from_secs(10),
             },
+            processes: 16,
         }
     }
 }
@@ -133,6 +135,15 @@ impl ProxyConfig {
         self
     }
 
+    /// An upstream over stdio runs each tool call in a process of its own
+    /// (its questions carry nothing that says which call asked): at most
+    /// `n` at once (default 16), started as calls need them and kept. A
+    /// call waiting for answers keeps its process.
+    pub fn with_upstream_processes(mut self, n: usize) -> Self {
+        self.processes = n.max(1);
+        self
+    }
+
     fn policy(&self, tool: &str) -> TaskPolicy {
         self.policies
             .get(tool)
@@ -169,7 +180,12 @@ impl Proxy {
     /// connection ends, with backoff). Needs a tokio runtime.
     pub fn start(target: UpstreamTarget, cfg: ProxyConfig) -> Self {
         let calls = Calls::new(cfg.max_parked, cfg.park_ttl);
-        let upstream = Upstream::start(target, cfg.keepalive, Arc::clone(&calls) as _);
+        let upstream = Upstream::start(
+            target,
+            cfg.keepalive,
+            cfg.processes,
+            Arc::clone(&calls) as _,
+        );
         Proxy {
             shared: Arc::new(Shared {
                 cfg,
@@ -288,7 +304,7 @@ impl Shared {
     async fn forward(self: &Arc<Self>, req: &JsonRpcRequest) -> Result<Value, JsonRpcError> {
         let (link, _) = self.upstream.session(self.cfg.connect_wait).await?;
         let (params, sink) = upstream_params(req, None);
-        let mut call = self.start_call(&link, &req.method, params);
+        let mut call = self.start_call(&link, None, &req.method, params);
         loop {
             match call.step(&sink, None).await {
                 Step::Done(out) => return out,
@@ -345,11 +361,12 @@ impl Shared {
                 ));
                 }
                 _ => {
-                    let (link, _) = self.upstream.session(self.cfg.connect_wait).await?;
+                    let lease = self.upstream.lease(self.cfg.connect_wait).await?;
                     let mut fresh = fresh;
                     fresh.remove("requestState");
                     fresh.remove("inputResponses");
-                    self.start_call(&link, "tools/call", fresh)
+                    let link = Arc::clone(&lease.link);
+                    self.start_call(&link, Some(lease), "tools/call", fresh)
                 }
             };
         match call.step(&sink, token.as_ref()).await {
@@ -374,6 +391,7 @@ impl Shared {
     fn start_call(
         &self,
         link: &Arc<Link>,
+        lease: Option<Lease>,
         method: &str,
         params: Map<String, Value>,
     ) -> UpstreamCall {
@@ -383,6 +401,7 @@ impl Shared {
             Arc::clone(&self.calls) as _,
             events,
             link,
+            lease,
             id,
             method,
             params,

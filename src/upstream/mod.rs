@@ -1,26 +1,38 @@
 //! The gateway's MCP client to the upstream server (feature `gateway`):
-//! one connection at a time, restarted with backoff when it ends, the
-//! handshake, and the upstream's tools kept fresh.
+//! supervised connections (lanes), the handshake, and the upstream's tools
+//! kept fresh.
 //!
-//! `link.rs` is one connection (ids, waiting requests, the end), `child.rs`
-//! a child process over stdio, `session.rs` the handshake and `tools/list`.
+//! Over stdio nothing in the upstream's question says which call asked it,
+//! so each tool call holds a lane (a child process) of its own while it
+//! lives, and lanes are started as calls need them, up to a bound. Over
+//! Streamable HTTP every question comes on its call's stream: one lane
+//! carries every call.
+//!
+//! `link.rs` is one connection (ids, waiting requests, the end), `lane.rs`
+//! its supervision, `child.rs` a child process over stdio, `http.rs` a
+//! Streamable HTTP endpoint, `session.rs` the handshake and `tools/list`.
 
-use std::sync::{Arc, RwLock, Weak};
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, RwLock, Weak};
+use std::time::Duration;
 
 use serde_json::Value;
-use tokio::sync::{watch, Notify};
-use tokio_util::sync::CancellationToken;
+use tokio::sync::Notify;
 
 mod child;
 mod http;
+mod lane;
 pub(crate) mod link;
 pub(crate) mod session;
+
+pub(crate) use lane::Keepalive;
+use lane::{Connector, Lane};
 
 use link::{Inbound, InboundSink, Link};
 use session::ServerInfo;
 
 use crate::jsonrpc::JsonRpcError;
+use crate::store::BoxFuture;
 
 /// Where the upstream MCP server is.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -68,46 +80,30 @@ impl UpstreamTarget {
     }
 }
 
-/// The first pause before restarting an upstream that ended; doubled on
-/// each failure up to [`MAX_BACKOFF`], and back to this once a connection
-/// lived [`STABLE`].
-const MIN_BACKOFF: Duration = Duration::from_millis(100);
-const MAX_BACKOFF: Duration = Duration::from_secs(5);
-const STABLE: Duration = Duration::from_secs(10);
 /// How long the handshake may take.
 const HANDSHAKE: Duration = Duration::from_secs(30);
-
-/// How often a quiet upstream is pinged, and how long it has to answer
-/// before its connection is given up (and every call on it fails).
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Keepalive {
-    pub(crate) every: Duration,
-    pub(crate) wait: Duration,
-}
-
-#[derive(Clone)]
-enum State {
-    Starting,
-    Up(Arc<Link>, Arc<ServerInfo>),
-    Down(String),
-}
 
 /// The upstream, as the gateway uses it.
 pub(crate) struct Upstream {
     target: UpstreamTarget,
-    state: watch::Sender<State>,
-    tools: RwLock<Arc<Vec<Value>>>,
-    refresh: Arc<Notify>,
-    /// Cancelled when the handle drops: the supervisor stops and closes
-    /// the connection.
-    stop: CancellationToken,
+    keepalive: Keepalive,
     sink: Arc<dyn InboundSink>,
+    tools: RwLock<Arc<Vec<Value>>>,
+    /// The first is the primary (handshake facts, tool list, everything
+    /// but tool calls); the rest are started for tool calls over stdio.
+    lanes: Mutex<Vec<Arc<Lane>>>,
+    max_lanes: usize,
+    /// A lane was let go by its call.
+    released: Notify,
+    serials: Arc<AtomicU64>,
+    me: Weak<Upstream>,
 }
 
 impl std::fmt::Debug for Upstream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Upstream")
             .field("target", &self.target)
+            .field("lanes", &self.lanes().len())
             .finish_non_exhaustive()
     }
 }
@@ -115,7 +111,7 @@ impl std::fmt::Debug for Upstream {
 /// The upstream's messages, seen first by the upstream itself (a changed
 /// tool list), then by the gateway.
 struct Tap {
-    upstream: Weak<Upstream>,
+    lane: Weak<Lane>,
     sink: Arc<dyn InboundSink>,
 }
 
@@ -123,8 +119,8 @@ impl InboundSink for Tap {
     fn inbound(&self, link: &Arc<Link>, message: Inbound) {
         if let Inbound::Notification { method, .. } = &message {
             if method == "notifications/tools/list_changed" {
-                if let Some(up) = self.upstream.upgrade() {
-                    up.refresh.notify_one();
+                if let Some(lane) = self.lane.upgrade() {
+                    lane.refresh.notify_one();
                 }
                 return;
             }
@@ -137,80 +133,152 @@ impl InboundSink for Tap {
     }
 }
 
+/// A lane held by one call over stdio (given back when dropped), or the
+/// shared lane of an HTTP upstream.
+pub(crate) struct Lease {
+    lane: Option<Arc<Lane>>,
+    upstream: Weak<Upstream>,
+    /// The lane's live connection.
+    pub(crate) link: Arc<Link>,
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        if let Some(lane) = self.lane.take() {
+            lane.held.store(false, Ordering::Release);
+            if let Some(up) = self.upstream.upgrade() {
+                up.released.notify_waiters();
+            }
+        }
+    }
+}
+
 impl Upstream {
-    /// Connect to `target` in the background (and again whenever the
-    /// connection ends), handing what the upstream sends to `sink`.
+    /// Connect to `target` in the background (and again whenever a
+    /// connection ends), handing what the upstream sends to `sink`; over
+    /// stdio at most `max_lanes` processes at once.
     pub(crate) fn start(
         target: UpstreamTarget,
         keepalive: Keepalive,
+        max_lanes: usize,
         sink: Arc<dyn InboundSink>,
     ) -> Arc<Self> {
-        let up = Arc::new(Upstream {
+        let up = Arc::new_cyclic(|me| Upstream {
             target,
-            state: watch::Sender::new(State::Starting),
-            tools: RwLock::default(),
-            refresh: Arc::new(Notify::new()),
-            stop: CancellationToken::new(),
-            sink,
-        });
-        tokio::spawn(supervise(
-            Arc::downgrade(&up),
-            Arc::clone(&up.refresh),
-            up.stop.clone(),
             keepalive,
-        ));
+            sink,
+            tools: RwLock::default(),
+            lanes: Mutex::default(),
+            max_lanes: max_lanes.max(1),
+            released: Notify::new(),
+            serials: Arc::default(),
+            me: Weak::clone(me),
+        });
+        let primary = up.new_lane();
+        up.lock_lanes().push(primary);
         up
     }
 
-    /// The live connection and what the upstream said of itself, waiting
-    /// up to `wait` for one; else the error saying why there is none.
+    fn lock_lanes(&self) -> std::sync::MutexGuard<'_, Vec<Arc<Lane>>> {
+        self.lanes.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn lanes(&self) -> Vec<Arc<Lane>> {
+        self.lock_lanes().clone()
+    }
+
+    fn new_lane(&self) -> Arc<Lane> {
+        let connector: Weak<dyn Connector> = self.me.clone();
+        Lane::start(connector, Arc::clone(&self.serials), self.keepalive)
+    }
+
+    /// The primary connection and what the upstream said of itself,
+    /// waiting up to `wait` for one; else the error saying why there is
+    /// none.
     pub(crate) async fn session(
         &self,
         wait: Duration,
     ) -> Result<(Arc<Link>, Arc<ServerInfo>), JsonRpcError> {
-        let mut rx = self.state.subscribe();
+        let primary = Arc::clone(&self.lock_lanes()[0]);
+        primary.session(tokio::time::Instant::now() + wait).await
+    }
+
+    /// A connection for one tool call: over stdio a lane no other call
+    /// holds (started if needed, up to the bound), waiting up to `wait`.
+    pub(crate) async fn lease(&self, wait: Duration) -> Result<Lease, JsonRpcError> {
         let deadline = tokio::time::Instant::now() + wait;
+        if matches!(self.target, UpstreamTarget::Url { .. }) {
+            let (link, _) = self.session(wait).await?;
+            return Ok(Lease {
+                lane: None,
+                upstream: Weak::clone(&self.me),
+                link,
+            });
+        }
         loop {
-            let why = match &*rx.borrow_and_update() {
-                State::Up(link, info) if !link.is_closed() => {
-                    return Ok((Arc::clone(link), Arc::clone(info)))
-                }
-                State::Up(link, _) => link.why(),
-                State::Down(why) => why.clone(),
-                State::Starting => "the upstream is starting".to_owned(),
-            };
-            match tokio::time::timeout_at(deadline, rx.changed()).await {
-                Ok(Ok(())) => {}
-                _ => {
-                    return Err(JsonRpcError::internal(format!(
-                        "the upstream is unavailable: {why}"
-                    )))
-                }
+            let released = self.released.notified();
+            tokio::pin!(released);
+            released.as_mut().enable();
+            if let Some(lane) = self.free_lane() {
+                let lease = Lease {
+                    lane: Some(Arc::clone(&lane)),
+                    upstream: Weak::clone(&self.me),
+                    link: match lane.session(deadline).await {
+                        Ok((link, _)) => link,
+                        Err(e) => {
+                            lane.held.store(false, Ordering::Release);
+                            self.released.notify_waiters();
+                            return Err(e);
+                        }
+                    },
+                };
+                return Ok(lease);
+            }
+            if tokio::time::timeout_at(deadline, released).await.is_err() {
+                return Err(JsonRpcError::internal(format!(
+                    "all {} upstream processes are busy with calls (running or waiting for \
+                     answers); the gateway's --upstream-processes bounds them",
+                    self.max_lanes
+                )));
             }
         }
     }
 
+    /// A lane taken for a call: an idle live one first, then any idle one,
+    /// then a new one while under the bound.
+    fn free_lane(&self) -> Option<Arc<Lane>> {
+        let mut lanes = self.lock_lanes();
+        let pick = lanes
+            .iter()
+            .filter(|l| l.is_up())
+            .chain(lanes.iter())
+            .find(|l| l.try_hold())
+            .cloned();
+        if pick.is_some() {
+            return pick;
+        }
+        if lanes.len() < self.max_lanes {
+            let lane = self.new_lane();
+            lane.try_hold();
+            lanes.push(Arc::clone(&lane));
+            return Some(lane);
+        }
+        None
+    }
+
     /// The upstream's tools as last listed.
     pub(crate) fn tools(&self) -> Arc<Vec<Value>> {
-        Arc::clone(
-            &self
-                .tools
-                .read()
-                .unwrap_or_else(std::sync::PoisonError::into_inner),
-        )
+        Arc::clone(&self.tools.read().unwrap_or_else(PoisonError::into_inner))
     }
 
     fn set_tools(&self, tools: Vec<Value>) {
-        *self
-            .tools
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(tools);
+        *self.tools.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(tools);
     }
 
     /// A new connection, shaken hands with, its tools listed.
-    async fn connect(self: &Arc<Self>, serial: u64) -> Result<(Arc<Link>, ServerInfo), String> {
+    async fn open(&self, serial: u64, lane: Weak<Lane>) -> Result<(Arc<Link>, ServerInfo), String> {
         let tap: Arc<dyn InboundSink> = Arc::new(Tap {
-            upstream: Arc::downgrade(self),
+            lane,
             sink: Arc::clone(&self.sink),
         });
         let link = match &self.target {
@@ -250,82 +318,29 @@ impl Upstream {
     }
 }
 
-impl Drop for Upstream {
-    fn drop(&mut self) {
-        self.stop.cancel();
-        if let State::Up(link, _) = &*self.state.borrow() {
-            link.close("the gateway stopped".to_owned());
-        }
+impl Connector for Upstream {
+    fn connect(
+        &self,
+        serial: u64,
+        lane: Weak<Lane>,
+    ) -> BoxFuture<'_, Result<(Arc<Link>, ServerInfo), String>> {
+        Box::pin(self.open(serial, lane))
+    }
+
+    fn refresh<'a>(&'a self, link: &'a Link) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            match session::list_tools(link).await {
+                Ok(tools) => self.set_tools(tools),
+                Err(e) => tracing::warn!("refreshing the upstream's tools failed: {}", e.message),
+            }
+        })
     }
 }
 
-/// Keep a connection up while the upstream handle lives.
-async fn supervise(
-    up: Weak<Upstream>,
-    refresh: Arc<Notify>,
-    stop: CancellationToken,
-    keepalive: Keepalive,
-) {
-    let mut backoff = MIN_BACKOFF;
-    let mut serial = 0;
-    while !stop.is_cancelled() {
-        serial += 1;
-        let Some(strong) = up.upgrade() else { return };
-        let started = Instant::now();
-        let connected = tokio::select! {
-            c = strong.connect(serial) => c,
-            () = stop.cancelled() => return,
-        };
-        match connected {
-            Ok((link, info)) => {
-                tracing::info!(serial, version = %info.protocol_version, "upstream connected");
-                strong
-                    .state
-                    .send_replace(State::Up(Arc::clone(&link), Arc::new(info)));
-                drop(strong);
-                loop {
-                    tokio::select! {
-                        () = link.closed() => break,
-                        () = stop.cancelled() => {
-                            link.close("the gateway stopped".to_owned());
-                            return;
-                        }
-                        () = tokio::time::sleep(keepalive.every) => {
-                            // Any answer will do, an error included: a
-                            // silent upstream never holds calls forever.
-                            let ping = link.request("ping", serde_json::json!({}));
-                            if tokio::time::timeout(keepalive.wait, ping).await.is_err() {
-                                link.close(format!(
-                                    "the upstream did not answer a ping within {} ms",
-                                    keepalive.wait.as_millis()
-                                ));
-                            }
-                        }
-                        () = refresh.notified() => {
-                            let tools = session::list_tools(&link).await;
-                            let Some(strong) = up.upgrade() else { return };
-                            match tools {
-                                Ok(tools) => strong.set_tools(tools),
-                                Err(e) => tracing::warn!("refreshing the upstream's tools failed: {}", e.message),
-                            }
-                        }
-                    }
-                }
-                let Some(strong) = up.upgrade() else { return };
-                strong.state.send_replace(State::Down(link.why()));
-            }
-            Err(why) => {
-                tracing::warn!(serial, "{why}");
-                strong.state.send_replace(State::Down(why));
-            }
+impl Drop for Upstream {
+    fn drop(&mut self) {
+        for lane in self.lock_lanes().iter() {
+            lane.stop();
         }
-        if started.elapsed() >= STABLE {
-            backoff = MIN_BACKOFF;
-        }
-        tokio::select! {
-            () = tokio::time::sleep(backoff) => {}
-            () = stop.cancelled() => return,
-        }
-        backoff = (backoff * 2).min(MAX_BACKOFF);
     }
 }

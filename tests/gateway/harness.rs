@@ -76,7 +76,15 @@ impl Gateway {
             .layer(layer)
             .service(proxy.clone())
             .boxed_clone();
-        proxy.ready().await.expect("the upstream starts");
+        // Bounded: at most 60 connect waits.
+        let mut ready = proxy.ready().await;
+        for _ in 0..60 {
+            if ready.is_ok() {
+                break;
+            }
+            ready = proxy.ready().await;
+        }
+        ready.expect("the upstream starts");
         Gateway {
             proxy,
             svc,

@@ -297,3 +297,111 @@ async fn a_2025_client_gets_the_same_tasks() {
     let result = gw.send("tasks/result", json!({ "taskId": task })).await;
     assert_eq!(text(common::ok(&result)), "done after 2 steps");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_stdio_calls_asking_at_once_each_get_their_own_answer() {
+    // Over stdio a question says nothing of its call: each call runs in a
+    // process of its own. Without that, the second question was refused
+    // ("cannot tell which of the 4 calls in flight asked").
+    let (_dir, file) = events_file();
+    let Some(up) = python(&file) else { return };
+    let gw = Gateway::start(
+        up,
+        &[
+            ("confirm_delete", TaskPolicy::Task),
+            ("long", TaskPolicy::Task),
+        ],
+    )
+    .await;
+    let busy = gw.call("long", json!({ "seconds": 2, "steps": 2 })).await;
+    let a = gw
+        .call("confirm_delete", json!({ "filename": "a.txt" }))
+        .await;
+    let b = gw
+        .call("confirm_delete", json!({ "filename": "b.txt" }))
+        .await;
+    let (a, b) = (
+        a["taskId"].as_str().unwrap().to_owned(),
+        b["taskId"].as_str().unwrap().to_owned(),
+    );
+    let question = |t: &serde_json::Value| {
+        let (k, v) = t["inputRequests"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .next()
+            .unwrap();
+        (k.clone(), v["params"]["message"].clone())
+    };
+    let (ka, ma) = question(&gw.status(&a, "input_required").await);
+    let (kb, mb) = question(&gw.status(&b, "input_required").await);
+    assert_eq!(
+        (ma.as_str(), mb.as_str()),
+        (Some("Delete a.txt?"), Some("Delete b.txt?"))
+    );
+    gw.send26(
+        "tasks/update",
+        json!({ "taskId": b, "inputResponses": { kb: { "action": "decline" } } }),
+        true,
+    )
+    .await;
+    gw.send26("tasks/update", json!({ "taskId": a, "inputResponses": { ka: { "action": "accept", "content": { "confirm": true } } } }), true).await;
+    assert_eq!(
+        text(&gw.status(&a, "completed").await["result"]),
+        "Deleted a.txt"
+    );
+    assert_ne!(
+        text(&gw.status(&b, "completed").await["result"]),
+        "Deleted b.txt"
+    );
+    gw.status(busy["taskId"].as_str().unwrap(), "completed")
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_process_bound_holds_and_says_so() {
+    let (_dir, file) = events_file();
+    let Some(up) = python(&file) else { return };
+    let cfg = mcp_task_layer::gateway::ProxyConfig::default()
+        .with_tool_policy("confirm_delete", TaskPolicy::Task)
+        .with_tool_policy("greet", TaskPolicy::Sync)
+        .with_upstream_processes(1)
+        .with_connect_wait(Duration::from_millis(500));
+    let gw = Gateway::with_config(up, cfg).await;
+    let a = gw
+        .call("confirm_delete", json!({ "filename": "a.txt" }))
+        .await;
+    let a = a["taskId"].as_str().unwrap().to_owned();
+    let (key, _) = {
+        let t = gw.status(&a, "input_required").await;
+        let (k, v) = t["inputRequests"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .next()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .unwrap();
+        (k, v)
+    };
+    // The one process is held by the waiting call: the next call is refused
+    // with the reason, not queued forever.
+    let refused = gw
+        .send26(
+            "tools/call",
+            json!({ "name": "greet", "arguments": { "name": "x" } }),
+            true,
+        )
+        .await;
+    assert!(
+        common::err(&refused).message.contains("busy"),
+        "{:?}",
+        common::err(&refused)
+    );
+    gw.send26("tasks/update", json!({ "taskId": a, "inputResponses": { key: { "action": "accept", "content": { "confirm": true } } } }), true).await;
+    gw.status(&a, "completed").await;
+    // Given back when the call ended.
+    assert_eq!(
+        text(&gw.call("greet", json!({ "name": "y" })).await),
+        "Hello, y!"
+    );
+}
