@@ -92,7 +92,7 @@ impl Calls {
     /// or its wait expires.
     pub(crate) fn park(
         &self,
-        call: UpstreamCall,
+        mut call: UpstreamCall,
         owner: Option<String>,
         handle: Option<TaskHandle>,
         key: String,
@@ -104,6 +104,7 @@ impl Calls {
             if parked.len() >= self.max_parked {
                 return Err(too_many_parked(self.max_parked));
             }
+            call.park_lane();
             parked.insert(
                 key.clone(),
                 Parked {

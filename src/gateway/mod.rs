@@ -341,6 +341,13 @@ impl Shared {
                 .map(|s| self.calls.unpark(s, owner.as_deref()))
             {
                 Some(Some(mut call)) => {
+                    // Over stdio: once no other call is active on its process.
+                    tokio::select! {
+                        () = call.resume_lane() => {}
+                        () = cancelled(token.as_ref()) => {
+                            return Err(JsonRpcError::internal("the call was cancelled"));
+                        }
+                    }
                     if call.answer(answers) {
                         // Answers still missing: the same questions again.
                         let questions = call.questions();
@@ -462,4 +469,12 @@ fn upstream_params(
         },
     };
     (params, sink)
+}
+
+/// Completes when `token` is cancelled; never without one.
+async fn cancelled(token: Option<&CancellationToken>) {
+    match token {
+        Some(token) => token.cancelled().await,
+        None => std::future::pending().await,
+    }
 }

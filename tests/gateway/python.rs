@@ -359,36 +359,46 @@ async fn over_stdio_calls_asking_at_once_each_get_their_own_answer() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_process_bound_holds_and_says_so() {
+async fn the_process_bound_holds_and_a_waiting_call_does_not_hold_a_process() {
     let (_dir, file) = events_file();
     let Some(up) = python(&file) else { return };
     let cfg = mcp_task_layer::gateway::ProxyConfig::default()
         .with_tool_policy("confirm_delete", TaskPolicy::Task)
+        .with_tool_policy("slow_compute", TaskPolicy::Task)
         .with_tool_policy("greet", TaskPolicy::Sync)
         .with_upstream_processes(1)
         .with_connect_wait(Duration::from_millis(500));
     let gw = Gateway::with_config(up, cfg).await;
+
+    // A call waiting for answers leaves its process to others.
     let a = gw
         .call("confirm_delete", json!({ "filename": "a.txt" }))
         .await;
     let a = a["taskId"].as_str().unwrap().to_owned();
-    let (key, _) = {
-        let t = gw.status(&a, "input_required").await;
-        let (k, v) = t["inputRequests"]
-            .as_object()
-            .unwrap()
-            .iter()
-            .next()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .unwrap();
-        (k, v)
-    };
-    // The one process is held by the waiting call: the next call is refused
-    // with the reason, not queued forever.
+    let t = gw.status(&a, "input_required").await;
+    let key = t["inputRequests"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .next()
+        .unwrap()
+        .clone();
+    assert_eq!(
+        text(&gw.call("greet", json!({ "name": "x" })).await),
+        "Hello, x!"
+    );
+
+    // A running call holds the one process: the next call is refused with
+    // the reason after the connect wait, not queued forever.
+    let slow = gw
+        .call("slow_compute", json!({ "seconds": 60, "label": "busy" }))
+        .await;
+    let slow = slow["taskId"].as_str().unwrap().to_owned();
+    event(&file, "started slow_compute").await;
     let refused = gw
         .send26(
             "tools/call",
-            json!({ "name": "greet", "arguments": { "name": "x" } }),
+            json!({ "name": "greet", "arguments": { "name": "y" } }),
             true,
         )
         .await;
@@ -397,11 +407,18 @@ async fn the_process_bound_holds_and_says_so() {
         "{:?}",
         common::err(&refused)
     );
+
+    // The answered call goes on once the process is free again.
     gw.send26("tasks/update", json!({ "taskId": a, "inputResponses": { key: { "action": "accept", "content": { "confirm": true } } } }), true).await;
-    gw.status(&a, "completed").await;
-    // Given back when the call ended.
+    assert_eq!(gw.get(&a).await["status"], "working");
+    gw.send26("tasks/cancel", json!({ "taskId": slow }), true)
+        .await;
     assert_eq!(
-        text(&gw.call("greet", json!({ "name": "y" })).await),
-        "Hello, y!"
+        text(&gw.status(&a, "completed").await["result"]),
+        "Deleted a.txt"
+    );
+    assert_eq!(
+        text(&gw.call("greet", json!({ "name": "z" })).await),
+        "Hello, z!"
     );
 }
