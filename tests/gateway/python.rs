@@ -422,3 +422,42 @@ async fn the_process_bound_holds_and_a_waiting_call_does_not_hold_a_process() {
         "Hello, z!"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clients_cancel_of_a_synchronous_call_reaches_the_upstream() {
+    let (_dir, file) = events_file();
+    let Some(up) = python(&file) else { return };
+    let gw = Gateway::start(up, &[("slow_compute", TaskPolicy::Sync)]).await;
+    // A 2025-11-25 call that is no task: the client's cancel is the only
+    // way to stop it.
+    let call = {
+        let gw = gw.as_owner("alice");
+        tokio::spawn(async move {
+            gw.send_with_id(
+                77,
+                "tools/call",
+                json!({ "name": "slow_compute", "arguments": { "seconds": 60, "label": "sync" } }),
+            )
+            .await
+        })
+    };
+    event(&file, "started slow_compute").await;
+    // Another caller's cancel of the same request id changes nothing.
+    gw.as_owner("mallory")
+        .notify("notifications/cancelled", json!({ "requestId": 77 }))
+        .await;
+    assert_eq!(gw.proxy.cancellable_requests(), 1);
+    gw.notify(
+        "notifications/cancelled",
+        json!({ "requestId": 77, "reason": "changed my mind" }),
+    )
+    .await;
+    event(&file, "cancelled sync").await;
+    let resp = call.await.unwrap();
+    assert!(
+        common::err(&resp).message.contains("cancelled"),
+        "{:?}",
+        common::err(&resp)
+    );
+    assert_eq!(gw.proxy.cancellable_requests(), 0);
+}
