@@ -66,10 +66,12 @@ use crate::protocol::{InputRequest, InputResponses, TaskStatus};
 pub mod conformance;
 mod connect;
 mod memory;
+mod operator;
 #[cfg(feature = "redis")]
 mod redis;
 #[cfg(feature = "seal")]
 mod sealed;
+mod shared;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod sql;
 
@@ -78,6 +80,10 @@ mod sql;
 pub use self::redis::{InvalidPrefix, RedisOptions, RedisStore, DEFAULT_PREFIX};
 pub use connect::connect;
 pub use memory::MemoryStore;
+pub use operator::{
+    InvalidCursor, OperatorStore, TaskCursor, TaskPage, TaskQuery, TaskStats, WaitingTask,
+    DEFAULT_PAGE, MAX_PAGE,
+};
 #[cfg(feature = "seal")]
 #[cfg_attr(docsrs, doc(cfg(feature = "seal")))]
 pub use sealed::{SealKeyError, SealKeyRing, SealedStore, SEAL_KEY_BYTES};
@@ -538,63 +544,11 @@ pub trait TaskStore: fmt::Debug + Send + Sync + 'static {
         let _ = (id, now_ms);
         None
     }
-}
 
-impl<T: TaskStore + ?Sized> TaskStore for Arc<T> {
-    fn create(&self, record: TaskRecord) -> BoxFuture<'_, Result<()>> {
-        (**self).create(record)
-    }
-    fn get<'a>(
-        &'a self,
-        id: &'a str,
-        now_ms: i64,
-    ) -> BoxFuture<'a, Result<Option<Arc<TaskRecord>>>> {
-        (**self).get(id, now_ms)
-    }
-    fn replace(&self, record: TaskRecord, expected_version: u64) -> BoxFuture<'_, Result<()>> {
-        (**self).replace(record, expected_version)
-    }
-    fn delete_expired(&self, now_ms: i64, limit: usize) -> BoxFuture<'_, Result<Vec<String>>> {
-        (**self).delete_expired(now_ms, limit)
-    }
-    fn create_shared(&self, record: Arc<TaskRecord>) -> BoxFuture<'_, Result<()>> {
-        (**self).create_shared(record)
-    }
-    fn replace_shared(
-        &self,
-        record: Arc<TaskRecord>,
-        expected_version: u64,
-    ) -> BoxFuture<'_, Result<()>> {
-        (**self).replace_shared(record, expected_version)
-    }
-    fn list<'a>(
-        &'a self,
-        owner: Option<&'a str>,
-        era: Era,
-        after: Option<(i64, &'a str)>,
-        limit: usize,
-        now_ms: i64,
-    ) -> BoxFuture<'a, Result<Vec<Arc<TaskRecord>>>> {
-        (**self).list(owner, era, after, limit, now_ms)
-    }
-    fn orphans(&self, now_ms: i64, limit: usize) -> BoxFuture<'_, Result<Vec<Arc<TaskRecord>>>> {
-        (**self).orphans(now_ms, limit)
-    }
-    fn runnable(&self, now_ms: i64, limit: usize) -> BoxFuture<'_, Result<Vec<Arc<TaskRecord>>>> {
-        (**self).runnable(now_ms, limit)
-    }
-    fn claim_runnable<'a>(
-        &'a self,
-        now_ms: i64,
-        limit: usize,
-        pick: &'a mut (dyn FnMut(&TaskRecord) -> Option<TaskRecord> + Send),
-    ) -> BoxFuture<'a, Result<Vec<Arc<TaskRecord>>>> {
-        (**self).claim_runnable(now_ms, limit, pick)
-    }
-    fn changes(&self) -> Option<tokio::sync::broadcast::Receiver<TaskChange>> {
-        (**self).changes()
-    }
-    fn get_ready(&self, id: &str, now_ms: i64) -> Option<Result<Option<Arc<TaskRecord>>>> {
-        (**self).get_ready(id, now_ms)
+    /// What this store offers an operator (every task, across owners and
+    /// eras: list, count, purge), if it offers it; `None` by default. See
+    /// [`OperatorStore`] and [`Operator`](crate::Operator).
+    fn operator(&self) -> Option<&dyn OperatorStore> {
+        None
     }
 }

@@ -6,6 +6,7 @@
 
 mod compact;
 mod id;
+mod operator;
 mod slot;
 #[cfg(test)]
 mod tests;
@@ -85,7 +86,28 @@ struct Shard {
     /// `(queued at, id)` for every record waiting for a worker: only
     /// queued execution writes here.
     queue: BTreeSet<(i64, Id)>,
+    /// `(created_at_ms, id)` of every record: an operator's listing walks
+    /// it newest first.
+    created: BTreeSet<(i64, Id)>,
 }
+
+impl Shard {
+    /// Take record `id` out of the map and every index of the shard.
+    fn remove(&mut self, id: &Id) -> Option<Slot> {
+        let slot = self.tasks.remove(id)?;
+        if let Some(at) = slot.queued_at() {
+            self.queue.remove(&(at, id.clone()));
+        }
+        if let Some(at) = slot.expires_at_ms() {
+            self.expiry.remove(&(at, id.clone()));
+        }
+        self.created.remove(&(slot.created_at_ms(), id.clone()));
+        Some(slot)
+    }
+}
+
+/// A record removed from its shard, still in its owner index.
+type Gone = (usize, OwnerKey, i64, Id);
 
 impl Default for MemoryStore {
     fn default() -> Self {
@@ -159,6 +181,7 @@ impl MemoryStore {
             if let Some(at) = queued {
                 shard.queue.insert((at, id.clone()));
             }
+            shard.created.insert((created, id.clone()));
         }
         write(self.owner_shard(owner.as_deref()))
             .entry((owner, era))
@@ -183,6 +206,7 @@ impl MemoryStore {
                 tasks,
                 expiry,
                 queue,
+                ..
             } = &mut *guard;
             let slot = match tasks.get_mut(&id) {
                 None => return Err(Error::NotFound),
@@ -215,7 +239,7 @@ impl MemoryStore {
     }
 
     fn delete_expired_now(&self, now_ms: i64, limit: usize) -> Vec<String> {
-        let mut gone: Vec<(usize, OwnerKey, i64, Id)> = Vec::new();
+        let mut gone: Vec<Gone> = Vec::new();
         // Freed after the shard locks are released.
         let mut freed: Vec<Slot> = Vec::new();
         for lock in self.inner.shards.iter() {
@@ -241,19 +265,15 @@ impl MemoryStore {
                         Some((at, _)) if *at <= now_ms => {}
                         _ => break,
                     }
-                    let Some((_, id)) = shard.expiry.pop_first() else {
+                    let Some((_, id)) = shard.expiry.first().cloned() else {
                         break;
                     };
                     taken += 1;
-                    if let Some(slot) = shard.tasks.remove(&id) {
-                        if let Some(at) = slot.queued_at() {
-                            shard.queue.remove(&(at, id.clone()));
-                        }
-                        let owner = slot.owner().map(str::to_owned);
-                        let index = self.owner_shard_index(owner.as_deref());
-                        let key = (owner, slot.era());
-                        gone.push((index, key, slot.created_at_ms(), id));
+                    if let Some(slot) = shard.remove(&id) {
+                        gone.push(self.gone(&slot, id));
                         freed.push(slot);
+                    } else {
+                        shard.expiry.pop_first();
                     }
                 }
                 // Give back the table a burst of tasks grew once most of it
@@ -272,7 +292,20 @@ impl MemoryStore {
                 }
             }
         }
-        // One lock per owner shard touched, not one per record.
+        self.unindex_owners(gone)
+    }
+
+    /// What `slot` (of task `id`, just removed from its shard) leaves in
+    /// the owner index.
+    fn gone(&self, slot: &Slot, id: Id) -> Gone {
+        let owner = slot.owner().map(str::to_owned);
+        let index = self.owner_shard_index(owner.as_deref());
+        (index, (owner, slot.era()), slot.created_at_ms(), id)
+    }
+
+    /// Drop removed records from the owner index, one lock per owner shard
+    /// touched (not one per record); their ids.
+    fn unindex_owners(&self, mut gone: Vec<Gone>) -> Vec<String> {
         gone.sort_unstable_by_key(|g| g.0);
         for batch in gone.chunk_by(|a, b| a.0 == b.0) {
             let mut owners = write(&self.inner.owners[batch[0].0]);
@@ -423,5 +456,9 @@ impl TaskStore for MemoryStore {
         Box::pin(std::future::ready(Ok(
             self.list_now(owner, era, after, limit, now_ms)
         )))
+    }
+
+    fn operator(&self) -> Option<&dyn super::OperatorStore> {
+        Some(self)
     }
 }
