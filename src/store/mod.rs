@@ -18,6 +18,11 @@
 //!   expired and safe to run from several places at once.
 //! - [`list`](TaskStore::list) (optional) returns one owner's records of one
 //!   era, never anyone else's.
+//! - [`operator`](TaskStore::operator) (optional, but the conformance suite
+//!   asks for it) hands out the store's [`OperatorStore`]: every record,
+//!   across owners and eras, by a [`TaskQuery`], newest first and paged by
+//!   keyset on an index; counts ([`TaskStats`]); purges of finished
+//!   records.
 //!
 //! A store shared by several replicas may also report changes written by
 //! any of them ([`changes`](TaskStore::changes)); the layer then stops a
