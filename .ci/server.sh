@@ -14,6 +14,12 @@
 #                      (output in OUT/server.stdout, OUT/server.stderr)
 #   stop_server        SIGTERM, up to 5 s, then SIGKILL; only SERVER_PID
 #
+# SERVER_COMMAND, when set, is the whole command line to serve instead
+# (split on spaces; it must print the same "listening on" line, and its
+# port must be chosen by the OS): `build_server` then builds nothing. The
+# gateway's conformance run uses it for `mcp-tasks gateway --listen
+# 127.0.0.1:0 ... -- UPSTREAM`.
+#
 # Needs ROOT (the repository), NODE (see node.sh), cargo, and the callers'
 # `say` and `die`. CARGO_TARGET_DIR is honoured by cargo as usual.
 
@@ -23,6 +29,10 @@ SERVER_FEATURES="${SERVER_FEATURES:-axum,stdio}"
 
 build_server() {
   local out="$1"
+  if [[ -n "${SERVER_COMMAND:-}" ]]; then
+    say "serving: $SERVER_COMMAND"
+    return
+  fi
   command -v cargo >/dev/null || die "cargo is not installed"
   local flags
   read -ra flags <<<"${SERVER_BUILD:---release --features $SERVER_FEATURES}"
@@ -43,7 +53,13 @@ build_server() {
 start_server() {
   local out="$1" timeout_s="${READY_TIMEOUT_S:-30}"
   # Port 0: the OS picks a free port and the server prints it.
-  "$SERVER_BIN" --port 0 >"$out/server.stdout" 2>"$out/server.stderr" &
+  local argv
+  if [[ -n "${SERVER_COMMAND:-}" ]]; then
+    read -ra argv <<<"$SERVER_COMMAND"
+  else
+    argv=("$SERVER_BIN" --port 0)
+  fi
+  "${argv[@]}" >"$out/server.stdout" 2>"$out/server.stderr" &
   SERVER_PID=$!
   URL=""
   for _ in $(seq $((timeout_s * 10))); do

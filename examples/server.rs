@@ -76,7 +76,9 @@
 //!
 //! Demo identity: a request with `Authorization: Bearer <token>` has its
 //! tasks bound to that token, taken unverified as the caller's name, so
-//! another caller cannot see them. A real server verifies the token in an
+//! another caller cannot see them; an `Authorization` header that is not a
+//! bearer token gets HTTP 401 with `WWW-Authenticate: Bearer realm="mcp",
+//! error="invalid_token"`. A real server verifies the token in an
 //! auth layer and binds tasks to the verified subject, never to a raw secret.
 
 use std::convert::Infallible;

@@ -230,7 +230,10 @@ impl TaskLayer {
     /// identity). With the option on, such a call (of a `Task` tool, or an
     /// `Auto` one, which may become a task) gets `-32600` ("Invalid
     /// request: a task needs an identified caller") before its handler
-    /// runs; calls that never become a task pass as before. Leave it off
+    /// runs, marked as an [`IdentityRefusal::Missing`](crate::IdentityRefusal)
+    /// (so that [`McpEndpoint`](crate::McpEndpoint) answers it with HTTP
+    /// 401 and `WWW-Authenticate`); calls that never become a task pass as
+    /// before. Leave it off
     /// for a single-user server, such as one on stdio, whose one client
     /// has no identity to give.
     pub fn with_identity_required(self, required: bool) -> Self {

@@ -120,7 +120,10 @@ mod upstream;
 
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
-pub use self::http::{McpEndpoint, McpService, DEFAULT_BODY_LIMIT};
+pub use self::http::{
+    serve, McpEndpoint, McpService, Serve, DEFAULT_BODY_LIMIT, DEFAULT_BODY_TIMEOUT,
+    DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT,
+};
 #[cfg(feature = "rmcp")]
 #[cfg_attr(docsrs, doc(cfg(feature = "rmcp")))]
 pub use adapter::rmcp::RmcpService;
@@ -128,7 +131,9 @@ pub use config::{Execution, Recovery, TaskPolicy};
 pub use context::{TaskId, TaskOwner, TaskResumeContext};
 pub use future::ResponseFuture;
 pub use json::JsonText;
-pub use jsonrpc::{JsonRpcError, JsonRpcRequest, JsonRpcResponse, Params, RequestId};
+pub use jsonrpc::{
+    IdentityRefusal, JsonRpcError, JsonRpcRequest, JsonRpcResponse, Params, RequestId,
+};
 pub use layer::TaskLayer;
 pub use limits::Limits;
 pub use peer::{ClientPeer, Peer};

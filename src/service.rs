@@ -11,7 +11,7 @@ use crate::advertise::Edit;
 use crate::config::TaskPolicy;
 use crate::era::{missing_tasks_capability, wants_task_notifications, RequestEra};
 use crate::future::ResponseFuture;
-use crate::jsonrpc::{JsonRpcRequest, JsonRpcResponse};
+use crate::jsonrpc::{IdentityRefusal, JsonRpcRequest, JsonRpcResponse};
 use crate::runtime::handlers::{KeptCall, TaskCandidate};
 use crate::runtime::Engine;
 use crate::store::Era;
@@ -164,7 +164,12 @@ where
         }
         let owner = self.engine.owner_of(&req);
         if let Err(e) = self.engine.check_identity(owner.as_deref()) {
-            return answer(JsonRpcResponse::error(req.id, e));
+            // Over HTTP: 401 with a `WWW-Authenticate` challenge.
+            return answer(JsonRpcResponse::refused(
+                req.id,
+                IdentityRefusal::Missing,
+                e,
+            ));
         }
         // The copy a task would store, made once: its length is the size
         // the limit is about.

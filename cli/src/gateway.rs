@@ -9,7 +9,9 @@ use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 use axum::http::Extensions;
 use mcp_task_layer::gateway::{Proxy, ProxyConfig, UpstreamTarget};
-use mcp_task_layer::{McpEndpoint, StdioTransport, TaskOwner, TaskPolicy, TaskStore};
+use mcp_task_layer::{
+    IdentityRefusal, McpEndpoint, StdioTransport, TaskOwner, TaskPolicy, TaskStore,
+};
 use tower::ServiceBuilder;
 
 use crate::policy;
@@ -50,25 +52,59 @@ pub(crate) struct Args {
     /// exists before the upstream is called).
     #[arg(long, value_name = "MS", default_value_t = 0)]
     task_window: u64,
+    /// Over stdio, the most upstream processes at once: each tool call runs
+    /// in one of its own (a question over stdio says nothing of which call
+    /// asked it), started as calls need them; one waiting for answers
+    /// keeps its process.
+    #[arg(long, value_name = "N", default_value_t = 16)]
+    upstream_processes: usize,
+    /// How long a task stays `working` after its gateway died before it is
+    /// recovered: failed, or started again if its tool is marked --rerun
+    /// (seconds; default 30).
+    #[arg(long, value_name = "SECONDS", default_value_t = 30.0)]
+    lease_ttl: f64,
     /// Seal tasks' arguments, answers and results at rest with the keys in
     /// PATH (lines KEY_ID:HEX, the last the newest).
     #[arg(long, value_name = "PATH")]
     seal_key_file: Option<String>,
+    /// The upstream MCP server's Streamable HTTP endpoint (http://...),
+    /// instead of a command.
+    #[arg(long, value_name = "URL", conflicts_with = "command")]
+    upstream_url: Option<String>,
+    /// A header sent with every request to the upstream URL, 'Name: value'
+    /// (repeatable).
+    #[arg(
+        long = "upstream-header",
+        value_name = "HEADER",
+        requires = "upstream_url"
+    )]
+    upstream_headers: Vec<String>,
     /// The upstream MCP server's command and arguments, after `--`.
-    #[arg(last = true, value_name = "COMMAND", required = true)]
+    #[arg(
+        last = true,
+        value_name = "COMMAND",
+        required_unless_present = "upstream_url"
+    )]
     command: Vec<String>,
 }
 
 /// Run the gateway until Ctrl-C or SIGTERM (HTTP) or the end of stdin.
 pub(crate) async fn run(args: Args) -> Result<(), String> {
-    let Some((program, rest)) = args.command.split_first() else {
-        return Err("no upstream command after --".to_owned());
+    let target = match (&args.upstream_url, args.command.split_first()) {
+        (Some(url), _) => UpstreamTarget::Url {
+            url: url.clone(),
+            headers: args.upstream_headers.clone(),
+        },
+        (None, Some((program, rest))) => UpstreamTarget::Command {
+            program: program.clone(),
+            args: rest.to_vec(),
+        },
+        (None, None) => return Err("no upstream: a command after -- or --upstream-url".to_owned()),
     };
-    let target = UpstreamTarget::Command {
-        program: program.clone(),
-        args: rest.to_vec(),
-    };
-    let mut cfg = ProxyConfig::default().with_default_policy(args.default_policy);
+    target.check()?;
+    let mut cfg = ProxyConfig::default()
+        .with_default_policy(args.default_policy)
+        .with_upstream_processes(args.upstream_processes);
     for (tool, policy) in &args.policies {
         cfg = cfg.with_tool_policy(tool.clone(), *policy);
     }
@@ -82,10 +118,20 @@ pub(crate) async fn run(args: Args) -> Result<(), String> {
         Some(path) => sealed(store, path)?,
         None => store,
     };
+    let lease = Duration::try_from_secs_f64(args.lease_ttl)
+        .ok()
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| {
+            format!(
+                "--lease-ttl {}: a positive number of seconds",
+                args.lease_ttl
+            )
+        })?;
     let proxy = Proxy::start(target, cfg);
     let layer = proxy
         .task_layer(store)
-        .with_task_window(Duration::from_millis(args.task_window));
+        .with_task_window(Duration::from_millis(args.task_window))
+        .with_lease_ttl(lease);
     let service = ServiceBuilder::new().layer(layer.clone()).service(proxy);
     service.start_background_work();
     if args.stdio {
@@ -99,15 +145,16 @@ pub(crate) async fn run(args: Args) -> Result<(), String> {
     let Some(addr) = args.listen else {
         return Err("--listen ADDR or --stdio is needed".to_owned());
     };
-    let app = McpEndpoint::new(service)
-        .with_identity(bearer_identity)
-        .into_service("/mcp");
+    let endpoint = McpEndpoint::new(service).with_authentication(bearer_identity);
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
     let addr = listener.local_addr().unwrap_or(addr);
     println!("listening on http://{addr}/mcp");
-    axum::serve(listener, axum::ServiceExt::into_make_service(app))
+    // The endpoint's own server keeps the deadlines for slow clients (30 s
+    // for a request's headers, 30 s for its body, 60 s idle).
+    endpoint
+        .serve(listener, "/mcp")
         .with_graceful_shutdown(shutdown_signal())
         .await
         .map_err(|e| format!("server error: {e}"))?;
@@ -117,20 +164,23 @@ pub(crate) async fn run(args: Args) -> Result<(), String> {
 }
 
 /// `Authorization: Bearer <token>` makes `bearer:<token>` the owner of the
-/// caller's tasks. The gateway does not verify tokens: put it behind
-/// whatever authenticates your users, or on loopback only.
-fn bearer_identity(parts: &Parts, extensions: &mut Extensions) {
-    let token = parts
-        .headers
-        .get(AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
+/// caller's tasks; another `Authorization` is 401 `invalid_token`. The
+/// gateway does not verify tokens: put it behind whatever authenticates
+/// your users, or on loopback only.
+fn bearer_identity(parts: &Parts, extensions: &mut Extensions) -> Result<(), IdentityRefusal> {
+    let Some(header) = parts.headers.get(AUTHORIZATION) else {
+        return Ok(());
+    };
+    let token = header
+        .to_str()
+        .ok()
         .and_then(|v| v.trim().split_once(' '))
         .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
         .map(|(_, token)| token.trim())
-        .filter(|token| !token.is_empty());
-    if let Some(token) = token {
-        extensions.insert(TaskOwner::new(format!("bearer:{token}")));
-    }
+        .filter(|token| !token.is_empty())
+        .ok_or(IdentityRefusal::Invalid)?;
+    extensions.insert(TaskOwner::new(format!("bearer:{token}")));
+    Ok(())
 }
 
 /// Ctrl-C, or SIGTERM (what a deploy sends).

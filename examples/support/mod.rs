@@ -9,8 +9,8 @@ use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 use axum::http::Extensions;
 use mcp_task_layer::{
-    Execution, JsonRpcRequest, JsonRpcResponse, McpEndpoint, Recovery, TaskLayer, TaskOwner,
-    TaskPolicy, TaskStore,
+    Execution, IdentityRefusal, JsonRpcRequest, JsonRpcResponse, McpEndpoint, Recovery, TaskLayer,
+    TaskOwner, TaskPolicy, TaskStore,
 };
 use tower::ServiceBuilder;
 
@@ -108,10 +108,7 @@ where
         serve_stdio(service).await;
         return;
     }
-    let app = McpEndpoint::new(service)
-        .with_identity(bearer_identity)
-        // The endpoint is the server's only route: no router in front of it.
-        .into_service("/mcp");
+    let app = McpEndpoint::new(service).with_authentication(bearer_identity);
 
     let port = args.port;
     let listener = match tokio::net::TcpListener::bind(("127.0.0.1", port)).await {
@@ -123,7 +120,11 @@ where
     };
     let port = listener.local_addr().map_or(port, |a| a.port());
     println!("listening on http://127.0.0.1:{port}/mcp");
-    if let Err(e) = axum::serve(listener, axum::ServiceExt::into_make_service(app))
+    // The endpoint is the server's only route: no router in front of it.
+    // `serve` keeps the deadlines for slow clients (30 s for a request's
+    // headers, 30 s for its body, 60 s idle), which `axum::serve` has not.
+    if let Err(e) = app
+        .serve(listener, "/mcp")
         .with_graceful_shutdown(shutdown_signal())
         .await
     {
@@ -324,17 +325,21 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
 }
 
 /// Demo identity: `Authorization: Bearer <token>` makes `<token>` the owner
-/// of the caller's tasks. Unverified; see the module docs.
-fn bearer_identity(parts: &Parts, extensions: &mut Extensions) {
-    let token = parts
-        .headers
-        .get(AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
+/// of the caller's tasks. Unverified; see the module docs. No `Authorization`
+/// header is an anonymous caller (the demo requires no identity); one that
+/// is not a bearer token is refused: HTTP 401, `error="invalid_token"`.
+fn bearer_identity(parts: &Parts, extensions: &mut Extensions) -> Result<(), IdentityRefusal> {
+    let Some(header) = parts.headers.get(AUTHORIZATION) else {
+        return Ok(());
+    };
+    let token = header
+        .to_str()
+        .ok()
         .and_then(|v| v.trim().split_once(' '))
         .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
         .map(|(_, token)| token.trim())
-        .filter(|token| !token.is_empty());
-    if let Some(token) = token {
-        extensions.insert(TaskOwner::new(format!("bearer:{token}")));
-    }
+        .filter(|token| !token.is_empty())
+        .ok_or(IdentityRefusal::Invalid)?;
+    extensions.insert(TaskOwner::new(format!("bearer:{token}")));
+    Ok(())
 }

@@ -49,7 +49,7 @@ mod caller;
 mod http;
 mod input;
 #[cfg(feature = "http-client")]
-mod sse;
+pub(crate) mod sse;
 
 pub use caller::{ClientEra, ClientError, Started, TaskClient};
 #[cfg(feature = "http-client")]

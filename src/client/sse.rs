@@ -6,13 +6,13 @@ use std::collections::VecDeque;
 
 /// An event's data was larger than the decoder's bound.
 #[derive(Debug)]
-pub(super) struct TooLarge(pub(super) usize);
+pub(crate) struct TooLarge(pub(crate) usize);
 
 /// Turns the bytes of an event stream into the data of its `message`
 /// events. Bytes are kept until a line is complete, so a character or a
 /// CRLF split between frames is read as if it had come whole; lines may end
 /// with CRLF, LF or a lone CR.
-pub(super) struct EventDecoder {
+pub(crate) struct EventDecoder {
     /// The line being read, without its end.
     line: Vec<u8>,
     /// The last line ended with a CR at the end of a frame: a LF first in
@@ -29,7 +29,7 @@ pub(super) struct EventDecoder {
 }
 
 impl EventDecoder {
-    pub(super) fn new(max: usize) -> Self {
+    pub(crate) fn new(max: usize) -> Self {
         EventDecoder {
             line: Vec::new(),
             after_cr: false,
@@ -43,7 +43,7 @@ impl EventDecoder {
     /// Read `bytes`; the data of each `message` event they complete goes to
     /// `out`. An event left incomplete at the end of the stream is never
     /// dispatched, as the specification says.
-    pub(super) fn feed(
+    pub(crate) fn feed(
         &mut self,
         mut bytes: &[u8],
         out: &mut VecDeque<Vec<u8>>,

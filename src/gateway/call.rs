@@ -15,6 +15,7 @@ use super::events::{progress_token, CallEvent, Registry};
 use super::sink::RunSink;
 use crate::jsonrpc::JsonRpcError;
 use crate::upstream::link::Link;
+use crate::upstream::Lease;
 
 /// After the upstream's first question, how long to wait for more before
 /// handing them to the client together (an upstream asking two questions
@@ -44,6 +45,9 @@ pub(crate) struct UpstreamCall {
     asked: Vec<(String, Value, Value)>,
     next_key: u64,
     done: bool,
+    /// The stdio lane this call holds while it lives (parked too): its
+    /// questions are its own.
+    lease: Option<Lease>,
 }
 
 impl UpstreamCall {
@@ -54,6 +58,7 @@ impl UpstreamCall {
         calls: Arc<dyn Registry>,
         events: mpsc::Receiver<CallEvent>,
         link: &Arc<Link>,
+        lease: Option<Lease>,
         id: u64,
         method: &str,
         mut params: Map<String, Value>,
@@ -83,6 +88,21 @@ impl UpstreamCall {
             asked: Vec::new(),
             next_key: 0,
             done: false,
+            lease,
+        }
+    }
+
+    /// The call waits for answers: its stdio lane may carry another call.
+    pub(crate) fn park_lane(&mut self) {
+        if let Some(lease) = &mut self.lease {
+            lease.park();
+        }
+    }
+
+    /// The call goes on: once its lane carries no other active call.
+    pub(crate) async fn resume_lane(&mut self) {
+        if let Some(lease) = &mut self.lease {
+            lease.resume().await;
         }
     }
 
@@ -125,6 +145,10 @@ impl UpstreamCall {
             };
             match event {
                 Some(CallEvent::Ask { id, method, params }) => {
+                    if let Some(answer) = sink.refusal(&method) {
+                        self.link.respond(id, answer);
+                        continue;
+                    }
                     if let Some(peer) = sink.relay() {
                         // A 2025-11-25 client on a call that is no task:
                         // asked on its own stream, as any proxy does.
@@ -157,7 +181,10 @@ impl UpstreamCall {
         let deadline = tokio::time::Instant::now() + SETTLE;
         while let Ok(Some(event)) = tokio::time::timeout_at(deadline, self.events.recv()).await {
             match event {
-                CallEvent::Ask { id, method, params } => self.ask(id, method, params),
+                CallEvent::Ask { id, method, params } => match sink.refusal(&method) {
+                    Some(answer) => self.link.respond(id, answer),
+                    None => self.ask(id, method, params),
+                },
                 CallEvent::Progress(params) => sink.progress(&params),
                 CallEvent::Note { method, params } => sink.note(method, params),
             }

@@ -92,7 +92,7 @@ impl Calls {
     /// or its wait expires.
     pub(crate) fn park(
         &self,
-        call: UpstreamCall,
+        mut call: UpstreamCall,
         owner: Option<String>,
         handle: Option<TaskHandle>,
         key: String,
@@ -104,6 +104,7 @@ impl Calls {
             if parked.len() >= self.max_parked {
                 return Err(too_many_parked(self.max_parked));
             }
+            call.park_lane();
             parked.insert(
                 key.clone(),
                 Parked {
@@ -182,11 +183,15 @@ impl Calls {
         lock(&self.running).retain(|(s, _), _| *s != serial);
     }
 
-    /// The call a question or log message over `link` belongs to: over
-    /// stdio nothing in the message says, so it is the one call in flight
-    /// that is not waiting for answers (or, if all are, the one call).
-    fn asker(&self, serial: u64) -> Result<mpsc::Sender<CallEvent>, usize> {
+    /// The call a question or log message over `link` belongs to: the
+    /// request whose answer stream carried it (Streamable HTTP); over stdio
+    /// nothing in the message says, so it is the one call in flight that is
+    /// not waiting for answers (or, if all are, the one call).
+    fn asker(&self, serial: u64, related: Option<u64>) -> Result<mpsc::Sender<CallEvent>, usize> {
         let running = lock(&self.running);
+        if let Some(r) = related.and_then(|id| running.get(&(serial, id))) {
+            return Ok(r.events.clone());
+        }
         let on_link: Vec<&Running> = running
             .iter()
             .filter(|((s, _), _)| *s == serial)
@@ -212,12 +217,17 @@ impl Registry for Calls {
 impl InboundSink for Calls {
     fn inbound(&self, link: &Arc<Link>, message: Inbound) {
         match message {
-            Inbound::Request { id, method, params } => {
+            Inbound::Request {
+                id,
+                method,
+                params,
+                related,
+            } => {
                 if method == "ping" {
                     link.respond(id, Ok(json!({})));
                     return;
                 }
-                match self.asker(link.serial) {
+                match self.asker(link.serial, related) {
                     Ok(events) => {
                         let ask = CallEvent::Ask { id: id.clone(), method, params };
                         if events.try_send(ask).is_err() {
@@ -248,7 +258,11 @@ impl InboundSink for Calls {
                     ),
                 }
             }
-            Inbound::Notification { method, params } => {
+            Inbound::Notification {
+                method,
+                params,
+                related,
+            } => {
                 if method == "notifications/progress" {
                     let Some(id) = params.get("progressToken").and_then(call_of_token) else {
                         return;
@@ -258,7 +272,7 @@ impl InboundSink for Calls {
                         let _ = r.events.try_send(CallEvent::Progress(params));
                     }
                 } else if method == "notifications/message" {
-                    if let Ok(events) = self.asker(link.serial) {
+                    if let Ok(events) = self.asker(link.serial, related) {
                         let _ = events.try_send(CallEvent::Note { method, params });
                     }
                 } else {

@@ -53,8 +53,8 @@ use crate::protocol::TaskStatus;
 use crate::runtime::TaskHandle;
 use crate::store::TaskStore;
 use crate::upstream::link::Link;
-use crate::upstream::Upstream;
 pub use crate::upstream::UpstreamTarget;
+use crate::upstream::{Keepalive, Lease, Upstream};
 
 /// How the gateway treats the upstream's tools, and how long it waits.
 #[derive(Clone, Debug)]
@@ -65,6 +65,8 @@ pub struct ProxyConfig {
     connect_wait: Duration,
     park_ttl: Duration,
     max_parked: usize,
+    keepalive: Keepalive,
+    processes: usize,
 }
 
 impl Default for ProxyConfig {
@@ -78,6 +80,11 @@ impl Default for ProxyConfig {
             connect_wait: Duration::from_secs(10),
             park_ttl: Duration::from_secs(86_400),
             max_parked: 10_000,
+            keepalive: Keepalive {
+                every: Duration::from_secs(15),
+                wait: Duration::from_secs(10),
+            },
+            processes: 16,
         }
     }
 }
@@ -120,6 +127,23 @@ impl ProxyConfig {
         self
     }
 
+    /// Ping a quiet upstream every `every` (default 15 s); one that does
+    /// not answer within `wait` (default 10 s) is given up: every call in
+    /// flight on it fails, and it is reconnected.
+    pub fn with_keepalive(mut self, every: Duration, wait: Duration) -> Self {
+        self.keepalive = Keepalive { every, wait };
+        self
+    }
+
+    /// An upstream over stdio runs each tool call in a process of its own
+    /// (its questions carry nothing that says which call asked): at most
+    /// `n` at once (default 16), started as calls need them and kept. A
+    /// call waiting for answers keeps its process.
+    pub fn with_upstream_processes(mut self, n: usize) -> Self {
+        self.processes = n.max(1);
+        self
+    }
+
     fn policy(&self, tool: &str) -> TaskPolicy {
         self.policies
             .get(tool)
@@ -156,7 +180,12 @@ impl Proxy {
     /// connection ends, with backoff). Needs a tokio runtime.
     pub fn start(target: UpstreamTarget, cfg: ProxyConfig) -> Self {
         let calls = Calls::new(cfg.max_parked, cfg.park_ttl);
-        let upstream = Upstream::start(target, Arc::clone(&calls) as _);
+        let upstream = Upstream::start(
+            target,
+            cfg.keepalive,
+            cfg.processes,
+            Arc::clone(&calls) as _,
+        );
         Proxy {
             shared: Arc::new(Shared {
                 cfg,
@@ -275,7 +304,7 @@ impl Shared {
     async fn forward(self: &Arc<Self>, req: &JsonRpcRequest) -> Result<Value, JsonRpcError> {
         let (link, _) = self.upstream.session(self.cfg.connect_wait).await?;
         let (params, sink) = upstream_params(req, None);
-        let mut call = self.start_call(&link, &req.method, params);
+        let mut call = self.start_call(&link, None, &req.method, params);
         loop {
             match call.step(&sink, None).await {
                 Step::Done(out) => return out,
@@ -312,6 +341,13 @@ impl Shared {
                 .map(|s| self.calls.unpark(s, owner.as_deref()))
             {
                 Some(Some(mut call)) => {
+                    // Over stdio: once no other call is active on its process.
+                    tokio::select! {
+                        () = call.resume_lane() => {}
+                        () = cancelled(token.as_ref()) => {
+                            return Err(JsonRpcError::internal("the call was cancelled"));
+                        }
+                    }
                     if call.answer(answers) {
                         // Answers still missing: the same questions again.
                         let questions = call.questions();
@@ -332,11 +368,12 @@ impl Shared {
                 ));
                 }
                 _ => {
-                    let (link, _) = self.upstream.session(self.cfg.connect_wait).await?;
+                    let lease = self.upstream.lease(self.cfg.connect_wait).await?;
                     let mut fresh = fresh;
                     fresh.remove("requestState");
                     fresh.remove("inputResponses");
-                    self.start_call(&link, "tools/call", fresh)
+                    let link = Arc::clone(&lease.link);
+                    self.start_call(&link, Some(lease), "tools/call", fresh)
                 }
             };
         match call.step(&sink, token.as_ref()).await {
@@ -361,6 +398,7 @@ impl Shared {
     fn start_call(
         &self,
         link: &Arc<Link>,
+        lease: Option<Lease>,
         method: &str,
         params: Map<String, Value>,
     ) -> UpstreamCall {
@@ -370,6 +408,7 @@ impl Shared {
             Arc::clone(&self.calls) as _,
             events,
             link,
+            lease,
             id,
             method,
             params,
@@ -409,6 +448,10 @@ fn upstream_params(
 ) -> (Map<String, Value>, RunSink) {
     let mut params = req.params_object().cloned().unwrap_or_default();
     let mut client_token = None;
+    let caps = req
+        .meta()
+        .and_then(|m| m.get(crate::protocol::META_CLIENT_CAPABILITIES))
+        .cloned();
     if let Some(Value::Object(meta)) = params.get_mut("_meta") {
         meta.retain(|k, _| !k.starts_with("io.modelcontextprotocol/"));
         client_token = meta.remove("progressToken");
@@ -419,6 +462,19 @@ fn upstream_params(
         handle,
         peer: req.extensions.get::<Peer>().cloned(),
         client_token,
+        caps: if modern {
+            Some(caps.unwrap_or_else(|| json!({})))
+        } else {
+            None
+        },
     };
     (params, sink)
+}
+
+/// Completes when `token` is cancelled; never without one.
+async fn cancelled(token: Option<&CancellationToken>) {
+    match token {
+        Some(token) => token.cancelled().await,
+        None => std::future::pending().await,
+    }
 }

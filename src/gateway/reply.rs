@@ -72,6 +72,10 @@ pub(crate) fn discover(info: &ServerInfo) -> Value {
         "resultType": "complete",
         "supportedVersions": SERVED,
         "capabilities": capabilities(info),
+        // The upstream may change what it offers at any time: a client
+        // keeps this answer for no one else and re-reads it at will.
+        "cacheScope": "private",
+        "ttlMs": 0,
         "_meta": { "io.modelcontextprotocol/serverInfo": info.server_info }
     });
     if let Some(instructions) = &info.instructions {

@@ -6,6 +6,7 @@
 
 use serde_json::{json, Value};
 
+use crate::jsonrpc::{code, JsonRpcError};
 use crate::peer::Peer;
 use crate::runtime::TaskHandle;
 
@@ -21,12 +22,38 @@ pub(crate) struct RunSink {
     /// Questions go to the client's stream as requests (a 2025-11-25 call
     /// that is no task) instead of becoming input requests.
     pub(crate) relay: bool,
+    /// The 2026-07-28 client's declared capabilities (`None`: a 2025-era
+    /// client, whose capabilities the layer and its session hold).
+    pub(crate) caps: Option<Value>,
 }
 
 impl RunSink {
     /// The peer to ask questions on, when questions are relayed.
     pub(crate) fn relay(&self) -> Option<&Peer> {
         self.peer.as_ref().filter(|_| self.relay)
+    }
+
+    /// The upstream's answer to a question the client cannot take, as a
+    /// client without that capability would answer: no roots for
+    /// `roots/list`, `-32601` for the rest. `None` when the client can.
+    pub(crate) fn refusal(&self, method: &str) -> Option<Result<Value, JsonRpcError>> {
+        let caps = self.caps.as_ref()?;
+        let needs = match method {
+            "elicitation/create" => "elicitation",
+            "sampling/createMessage" => "sampling",
+            "roots/list" => "roots",
+            _ => return None,
+        };
+        if caps.get(needs).is_some_and(|c| !c.is_null()) {
+            return None;
+        }
+        Some(match method {
+            "roots/list" => Ok(json!({ "roots": [] })),
+            _ => Err(JsonRpcError::new(
+                code::METHOD_NOT_FOUND,
+                format!("the client did not declare the {needs} capability"),
+            )),
+        })
     }
 
     /// A `notifications/progress` of the upstream for this call.

@@ -1,6 +1,7 @@
 //! One `POST`: read, validate, call the service, answer.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::extract::Request;
 use axum::http::request::Parts;
@@ -15,20 +16,26 @@ use super::body::{drain, read_body, BodyError};
 use super::guard::{admit, AllowedOrigins};
 use super::headers::check_headers;
 use super::peer::{accept_answer, StreamPeer};
-use super::response::{outcome_response, respond, respond_without_id, service_failed};
+use super::response::{
+    body_timed_out, outcome_response, refuse_identity, respond, respond_without_id, service_failed,
+};
 use super::sse::{accepts_event_stream, serve_with_peer};
-use crate::jsonrpc::{JsonRpcError, JsonRpcRequest, JsonRpcResponse};
+use crate::jsonrpc::{IdentityRefusal, JsonRpcError, JsonRpcRequest, JsonRpcResponse};
 use crate::peer::Peer;
 use crate::pending::{read_incoming, Incoming, PendingRequests};
 
-/// The hook of [`McpEndpoint::with_identity`](super::McpEndpoint::with_identity).
-pub(super) type IdentityFn = Arc<dyn Fn(&Parts, &mut Extensions) + Send + Sync>;
+/// The hook of [`McpEndpoint::with_identity`](super::McpEndpoint::with_identity)
+/// and [`with_authentication`](super::McpEndpoint::with_authentication).
+pub(super) type IdentityFn =
+    Arc<dyn Fn(&Parts, &mut Extensions) -> Result<(), IdentityRefusal> + Send + Sync>;
 
 /// What every request of one endpoint shares.
 pub(super) struct EndpointState<S> {
     pub(super) service: S,
     pub(super) identity: Option<IdentityFn>,
     pub(super) body_limit: usize,
+    /// How long the whole body may take to arrive, from the handler's start.
+    pub(super) body_timeout: Duration,
     pub(super) origins: AllowedOrigins,
     /// Server→client requests of every response stream, by id.
     pub(super) pending: Arc<PendingRequests>,
@@ -47,7 +54,21 @@ where
         drain(&parts, body, state.body_limit).await;
         return respond_without_id(status, error);
     }
-    let bytes = match read_body(&parts, body, state.body_limit).await {
+    // Who is calling is settled before anything of the body is read.
+    let mut identity = Extensions::new();
+    if let Some(identify) = &state.identity {
+        if let Err(refusal) = identify(&parts, &mut identity) {
+            debug!(?refusal, "refused a request for its caller's identity");
+            drain(&parts, body, state.body_limit).await;
+            return refuse_identity(refusal);
+        }
+    }
+    let read = read_body(&parts, body, state.body_limit);
+    let Ok(read) = tokio::time::timeout(state.body_timeout, read).await else {
+        debug!("a request body did not arrive in time: 408");
+        return body_timed_out(state.body_timeout);
+    };
+    let bytes = match read {
         Ok(bytes) => bytes,
         Err(BodyError::TooLarge) => {
             let error = JsonRpcError::invalid_request(format!(
@@ -83,9 +104,7 @@ where
             None => respond_without_id(StatusCode::BAD_REQUEST, error),
         };
     }
-    if let Some(identify) = &state.identity {
-        identify(&parts, &mut request.extensions);
-    }
+    request.extensions.extend(identity);
     let Some(id) = request.id.clone() else {
         return match state.service.clone().oneshot(request).await {
             Ok(_) => StatusCode::ACCEPTED.into_response(),

@@ -8,33 +8,41 @@
 //! when the service talks back to the client through the `peer`.
 
 mod body;
+mod deadline;
 mod guard;
 mod handle;
 mod headers;
 mod peer;
 mod response;
+mod serve;
 mod service;
 mod sse;
 
 use std::fmt;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::http::request::Parts;
 use axum::http::Extensions;
 use axum::{BoxError, Router};
 use tower_service::Service;
 
-use crate::jsonrpc::{JsonRpcRequest, JsonRpcResponse};
+use crate::jsonrpc::{IdentityRefusal, JsonRpcRequest, JsonRpcResponse};
 // Named by the docs of `McpEndpoint` only.
 #[cfg(doc)]
 use crate::peer::{ClientPeer, Peer};
 
 use self::guard::AllowedOrigins;
 use self::handle::{EndpointState, IdentityFn};
+pub use self::serve::{serve, Serve, DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT};
 pub use self::service::McpService;
 
 /// The default request body limit of [`McpEndpoint`]: 4 MiB.
 pub const DEFAULT_BODY_LIMIT: usize = 4 * 1024 * 1024;
+
+/// How long a request body may take to arrive whole by default: 30 s
+/// ([`McpEndpoint::with_body_timeout`]).
+pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Serves a JSON-RPC service over Streamable HTTP.
 ///
@@ -51,17 +59,19 @@ pub const DEFAULT_BODY_LIMIT: usize = 4 * 1024 * 1024;
 /// |---|---|
 /// | `POST` with an `Origin` header that is not [allowed](#security) (by default: any that is not a loopback page), or with several | HTTP 403, `-32600`, no `id` member; the body is not parsed |
 /// | `POST` whose `Content-Type` is not `application/json` (parameters such as `charset` allowed), or that has none | HTTP 415, `-32600`, no `id` member; the body is not parsed |
+/// | `POST` refused by the [identity hook](McpEndpoint::with_authentication) | HTTP 401 (missing or invalid credentials) or 403 (a caller known but not allowed) with `WWW-Authenticate: Bearer realm="mcp"` (and `error="invalid_token"` or `error="insufficient_scope"`), `-32600`, no `id` member; the body is not parsed |
 /// | `POST` with a JSON-RPC request | the inner service's response, HTTP 200 (but see the error table below); an SSE stream if the service sent messages to the client first |
 /// | `POST` with a notification (no `id`) | the inner service is called, its answer dropped; HTTP 202, empty body |
 /// | `POST` with a JSON-RPC response (`result` or `error`, an `id`, no `method`) to a pending server→client request | HTTP 202, empty body; the answer goes to the waiting [`ClientPeer::request`] |
 /// | `POST` with a JSON-RPC response to no pending request (unknown, already answered, or its stream has closed), or a malformed one | HTTP 400, `-32600`, no `id` member |
 /// | body over the [limit](McpEndpoint::with_body_limit) (default [`DEFAULT_BODY_LIMIT`]) | HTTP 413, `-32600`, `"id": null`, once the rest of the body is read and dropped (up to 4 times the limit, for up to 5 s), so that a client that writes its whole body before it reads sees it too |
+/// | body not arrived whole within the [body timeout](McpEndpoint::with_body_timeout) (default 30 s) of the end of the headers | HTTP 408, `-32600`, no `id` member; the connection closes |
 /// | body that is not JSON | HTTP 400, `-32700`, `"id": null` |
 /// | JSON that is not one request object (an array, a string, no `method`, ...) | HTTP 400, `-32600`, the request's `id` if it can be read, else `null` |
 /// | 2026-07-28 request whose headers disagree with the body (below) | HTTP 400, `-32020`, the request's `id` |
 /// | any other method (`GET`, `DELETE`, ...) | HTTP 405 |
 ///
-/// The first two are checked in this order, before anything else, and the
+/// The first three are checked in this order, before anything else, and the
 /// body of a refused request is read and dropped as that of a body over
 /// the limit is. There are no sessions: the endpoint never sends
 /// `Mcp-Session-Id`, and a client's `GET` for a standalone SSE stream gets
@@ -113,6 +123,7 @@ pub const DEFAULT_BODY_LIMIT: usize = 4 * 1024 * 1024;
 /// |---|---|
 /// | `-32020` header mismatch, `-32021` missing client capability, `-32022` unsupported protocol version | 400 |
 /// | `-32601` method not found, on a 2026-07-28 request | 404 |
+/// | a response marked [refused for its caller's identity](JsonRpcResponse::refused) (a [`TaskLayer`](crate::TaskLayer) [requiring an identity](crate::TaskLayer::with_identity_required) marks its refusal so) | 401 or 403 with `WWW-Authenticate`, as in the table above, the request's `id` |
 /// | any other error, and `-32601` on older requests | 200 |
 /// | the service itself failed (its `Err`) | 500, `-32603` |
 ///
@@ -140,7 +151,12 @@ pub const DEFAULT_BODY_LIMIT: usize = 4 * 1024 * 1024;
 /// Copy what it needs, such as the caller's [`TaskOwner`](crate::TaskOwner),
 /// into [`JsonRpcRequest::extensions`] with
 /// [`with_identity`](McpEndpoint::with_identity). Do the authentication
-/// itself in an HTTP layer in front of the router, or in the hook.
+/// itself in an HTTP layer in front of the router, or in the hook:
+/// [`with_authentication`](McpEndpoint::with_authentication)'s hook may
+/// refuse the caller with an [`IdentityRefusal`], answered with HTTP 401 or
+/// 403 and a `WWW-Authenticate: Bearer` challenge before the body is read.
+/// JSON-RPC errors (HTTP 200, or 400 as above) stay for everything about
+/// the request itself.
 ///
 /// # Security
 ///
@@ -200,7 +216,8 @@ pub const DEFAULT_BODY_LIMIT: usize = 4 * 1024 * 1024;
 ///     })
 ///     .into_router("/mcp");
 ///
-/// // Serve it with `axum::serve(listener, app)`; here one request goes
+/// // Serve it with `mcp_task_layer::serve(listener, app)` (deadlines for
+/// // slow clients) or `axum::serve(listener, app)`; here one request goes
 /// // straight through the router.
 /// let request = axum::http::Request::post("/mcp")
 ///     .header("content-type", "application/json")
@@ -217,6 +234,7 @@ pub struct McpEndpoint<S> {
     service: S,
     identity: Option<IdentityFn>,
     body_limit: usize,
+    body_timeout: Duration,
     origins: AllowedOrigins,
 }
 
@@ -226,6 +244,7 @@ impl<S> fmt::Debug for McpEndpoint<S> {
             .field("service", &std::any::type_name::<S>())
             .field("identity", &self.identity.is_some())
             .field("body_limit", &self.body_limit)
+            .field("body_timeout", &self.body_timeout)
             .field("origins", &self.origins)
             .finish()
     }
@@ -239,6 +258,7 @@ impl<S> McpEndpoint<S> {
             service,
             identity: None,
             body_limit: DEFAULT_BODY_LIMIT,
+            body_timeout: DEFAULT_BODY_TIMEOUT,
             origins: AllowedOrigins::Loopback,
         }
     }
@@ -248,11 +268,55 @@ impl<S> McpEndpoint<S> {
     /// extensions your auth layers set) and the extensions of the
     /// [`JsonRpcRequest`] about to be handed to the service; insert what it
     /// needs there, typically a [`TaskOwner`](crate::TaskOwner). It runs for
-    /// every request and notification that passed validation. A second call
-    /// replaces the first hook.
+    /// every `POST` whose `Origin` and `Content-Type` passed, before its body
+    /// is read (what it inserts is handed on with requests and
+    /// notifications). A second call replaces the first hook.
     pub fn with_identity<F>(mut self, identify: F) -> Self
     where
         F: Fn(&Parts, &mut Extensions) + Send + Sync + 'static,
+    {
+        self.identity = Some(Arc::new(move |parts, extensions| {
+            identify(parts, extensions);
+            Ok(())
+        }));
+        self
+    }
+
+    /// As [`with_identity`](Self::with_identity), for a hook that may
+    /// also refuse the caller: `Err(`[`IdentityRefusal`]`)` answers HTTP 401
+    /// (no credentials where the server requires them, or credentials that
+    /// are not valid) or 403 (a caller known but not allowed) with a
+    /// `WWW-Authenticate: Bearer` challenge, as the MCP authorization spec
+    /// has it, and the body is not read (see [Caller identity](#caller-identity)).
+    /// A second call replaces the first hook, whichever method set it.
+    ///
+    /// ```
+    /// use mcp_task_layer::{IdentityRefusal, JsonRpcRequest, JsonRpcResponse, McpEndpoint, TaskOwner};
+    ///
+    /// let server = tower::service_fn(|req: JsonRpcRequest| async move {
+    ///     Ok::<_, std::convert::Infallible>(JsonRpcResponse::result(req.id, serde_json::json!({})))
+    /// });
+    /// let app = McpEndpoint::new(server)
+    ///     .with_authentication(|parts, extensions| {
+    ///         let header = parts.headers.get("authorization").ok_or(IdentityRefusal::Missing)?;
+    ///         // A real server verifies the token and reads its subject.
+    ///         let token = header
+    ///             .to_str()
+    ///             .ok()
+    ///             .and_then(|v| v.strip_prefix("Bearer "))
+    ///             .ok_or(IdentityRefusal::Invalid)?;
+    ///         if token == "guest" {
+    ///             return Err(IdentityRefusal::Forbidden);
+    ///         }
+    ///         extensions.insert(TaskOwner::new(token));
+    ///         Ok(())
+    ///     })
+    ///     .into_router("/mcp");
+    /// # drop(app);
+    /// ```
+    pub fn with_authentication<F>(mut self, identify: F) -> Self
+    where
+        F: Fn(&Parts, &mut Extensions) -> Result<(), IdentityRefusal> + Send + Sync + 'static,
     {
         self.identity = Some(Arc::new(identify));
         self
@@ -270,6 +334,17 @@ impl<S> McpEndpoint<S> {
     /// sends anything.
     pub fn with_body_limit(mut self, bytes: usize) -> Self {
         self.body_limit = bytes;
+        self
+    }
+
+    /// How long a request body may take to arrive whole, counted from the
+    /// end of its headers, not between bytes (default
+    /// [`DEFAULT_BODY_TIMEOUT`]). A body still incomplete then gets HTTP
+    /// 408 with a `-32600` error and no `id` member, the connection closes,
+    /// and nothing of the request reaches the service. The head's own
+    /// deadline is the server's: see [`serve`].
+    pub fn with_body_timeout(mut self, timeout: Duration) -> Self {
+        self.body_timeout = timeout;
         self
     }
 
@@ -334,9 +409,9 @@ impl<S> McpEndpoint<S> {
     /// });
     /// let app = McpEndpoint::new(server).into_service("/mcp");
     /// let listener = tokio::net::TcpListener::bind("127.0.0.1:3001").await.unwrap();
-    /// axum::serve(listener, axum::ServiceExt::into_make_service(app))
-    ///     .await
-    ///     .unwrap();
+    /// // Or `axum::serve(listener, axum::ServiceExt::into_make_service(app))`,
+    /// // without the deadlines for slow clients of `serve`.
+    /// mcp_task_layer::serve(listener, app).await.unwrap();
     /// # }
     /// ```
     pub fn into_service(self, path: &str) -> McpService<S>
@@ -348,11 +423,24 @@ impl<S> McpEndpoint<S> {
         McpService::new(self.into_state(), Some(path))
     }
 
+    /// Serve the endpoint on `listener` at `path`, with no router: the
+    /// same as [`serve`]`(listener, self.into_service(path))`, whose
+    /// deadlines for slow clients the returned [`Serve`] sets.
+    pub fn serve(self, listener: tokio::net::TcpListener, path: &str) -> Serve<McpService<S>>
+    where
+        S: Service<JsonRpcRequest, Response = JsonRpcResponse> + Clone + Send + Sync + 'static,
+        S::Future: Send + 'static,
+        S::Error: Into<BoxError>,
+    {
+        serve(listener, self.into_service(path))
+    }
+
     fn into_state(self) -> EndpointState<S> {
         EndpointState {
             service: self.service,
             identity: self.identity,
             body_limit: self.body_limit,
+            body_timeout: self.body_timeout,
             origins: self.origins,
             pending: Arc::default(),
         }

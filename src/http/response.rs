@@ -1,14 +1,14 @@
 //! The JSON answers the endpoint writes, and the HTTP status of each.
 
 use axum::body::Body;
-use axum::http::header::CONTENT_TYPE;
+use axum::http::header::{CONNECTION, CONTENT_TYPE, WWW_AUTHENTICATE};
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::Response;
 use axum::BoxError;
 use serde_json::json;
 use tracing::warn;
 
-use crate::jsonrpc::{code, JsonRpcError, JsonRpcResponse, RequestId};
+use crate::jsonrpc::{code, IdentityRefusal, JsonRpcError, JsonRpcResponse, RequestId};
 
 /// The HTTP status and the response to send for the service's outcome,
 /// always with the request's own `id`.
@@ -39,6 +39,9 @@ pub(super) fn service_failed() -> JsonRpcError {
 
 /// The HTTP status for a response of the inner service.
 fn status_of(response: &JsonRpcResponse, modern: bool) -> StatusCode {
+    if let Some(refusal) = response.identity_refusal() {
+        return refusal_status(refusal);
+    }
     match response.error_value().map(|e| e.code) {
         Some(
             code::HEADER_MISMATCH
@@ -62,7 +65,39 @@ fn json_response(status: StatusCode, body: Vec<u8>) -> Response {
 }
 
 pub(super) fn respond(status: StatusCode, response: &JsonRpcResponse) -> Response {
-    json_response(status, response.to_vec())
+    let mut http = json_response(status, response.to_vec());
+    if let Some(refusal) = response.identity_refusal() {
+        challenge(&mut http, refusal);
+    }
+    http
+}
+
+/// A request refused by the identity hook, before its body was read: HTTP
+/// 401 or 403 with the challenge, and the error without an `id` member.
+pub(super) fn refuse_identity(refusal: IdentityRefusal) -> Response {
+    let mut http = respond_without_id(refusal_status(refusal), refusal.error());
+    challenge(&mut http, refusal);
+    http
+}
+
+/// 401 for missing or invalid credentials, 403 for a caller known but not
+/// allowed, as the MCP authorization spec has it.
+fn refusal_status(refusal: IdentityRefusal) -> StatusCode {
+    match refusal {
+        IdentityRefusal::Forbidden => StatusCode::FORBIDDEN,
+        _ => StatusCode::UNAUTHORIZED,
+    }
+}
+
+/// The `WWW-Authenticate` challenge (RFC 6750 section 3) of a refusal.
+fn challenge(http: &mut Response, refusal: IdentityRefusal) {
+    let value = match refusal {
+        IdentityRefusal::Missing => r#"Bearer realm="mcp""#,
+        IdentityRefusal::Invalid => r#"Bearer realm="mcp", error="invalid_token""#,
+        _ => r#"Bearer realm="mcp", error="insufficient_scope""#,
+    };
+    http.headers_mut()
+        .insert(WWW_AUTHENTICATE, HeaderValue::from_static(value));
 }
 
 /// An error response without an `id` member, for a notification that was
@@ -70,4 +105,16 @@ pub(super) fn respond(status: StatusCode, response: &JsonRpcResponse) -> Respons
 pub(super) fn respond_without_id(status: StatusCode, error: JsonRpcError) -> Response {
     let body = json!({ "jsonrpc": "2.0", "error": error });
     json_response(status, body.to_string().into_bytes())
+}
+
+/// HTTP 408 for a body that did not arrive whole in time; the connection
+/// closes after it (the rest of the body is not read).
+pub(super) fn body_timed_out(timeout: std::time::Duration) -> Response {
+    let error = JsonRpcError::invalid_request(format!(
+        "the request body did not arrive within {timeout:?}"
+    ));
+    let mut http = respond_without_id(StatusCode::REQUEST_TIMEOUT, error);
+    http.headers_mut()
+        .insert(CONNECTION, HeaderValue::from_static("close"));
+    http
 }

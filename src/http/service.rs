@@ -27,7 +27,8 @@ use crate::store::BoxFuture;
 /// It answers `POST` to its path as the endpoint does, any other method
 /// there with HTTP 405 (`Allow: POST`), and any other path with HTTP 404,
 /// without a router in between. Serve it with
-/// `axum::serve(listener, axum::ServiceExt::into_make_service(service))`,
+/// [`serve`](crate::serve)`(listener, service)` (with deadlines for slow
+/// clients), or `axum::serve(listener, axum::ServiceExt::into_make_service(service))`,
 /// or through hyper directly.
 #[must_use]
 pub struct McpService<S> {

@@ -19,9 +19,11 @@ use crate::json::{compact, parse_trusted, write_json, write_json_str};
 mod facts;
 mod params;
 mod plain;
+mod refusal;
 
 pub use params::Params;
 pub(crate) use params::StrParam;
+pub use refusal::IdentityRefusal;
 
 /// Error codes used by MCP and by this crate.
 pub mod code {
@@ -342,6 +344,8 @@ pub struct JsonRpcResponse {
     /// (only for requests whose id could not be read).
     pub id: Option<RequestId>,
     payload: Payload,
+    /// Set by [`JsonRpcResponse::refused`]; not on the wire.
+    refusal: Option<IdentityRefusal>,
 }
 
 #[derive(Clone)]
@@ -359,6 +363,7 @@ impl JsonRpcResponse {
         JsonRpcResponse {
             id,
             payload: Payload::Value(result),
+            refusal: None,
         }
     }
 
@@ -389,6 +394,7 @@ impl JsonRpcResponse {
         JsonRpcResponse {
             id,
             payload: Payload::Text(json, OnceLock::new()),
+            refusal: None,
         }
     }
 
@@ -397,6 +403,7 @@ impl JsonRpcResponse {
         JsonRpcResponse {
             id,
             payload: Payload::Error(error),
+            refusal: None,
         }
     }
 
@@ -569,6 +576,7 @@ impl<'de> Deserialize<'de> for JsonRpcResponse {
         Ok(JsonRpcResponse {
             id: raw.id,
             payload,
+            refusal: None,
         })
     }
 }

@@ -1,14 +1,15 @@
-//! The channels task changes fan out on: the public event channel,
-//! subscription snapshots and the store's change feed.
+//! The channels task changes fan out on: the public event channel, the
+//! `subscriptions/listen` streams (by watched task) and the waiters on one
+//! task.
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use tokio::sync::{broadcast, Notify};
 
+use super::listeners::TaskListeners;
 use super::watchers::TaskWatchers;
 use crate::protocol::TaskStatus;
-use crate::store::{TaskChange, TaskRecord};
 
 /// A task's status changed. Sent on
 /// [`TaskLayer::subscribe`](crate::TaskLayer::subscribe) after every
@@ -27,13 +28,10 @@ pub struct TaskEvent {
 /// The channels task changes fan out on.
 pub(crate) struct EventHub {
     pub(crate) events: broadcast::Sender<TaskEvent>,
-    /// Every written record, for `subscriptions/listen` streams; only fed
-    /// while one is open.
-    pub(crate) snapshots: broadcast::Sender<Arc<TaskRecord>>,
-    /// Changes the store reported (other replicas' writes included), for
-    /// subscriptions and blocked `tasks/result` calls; only fed while one
-    /// listens.
-    pub(crate) changes: broadcast::Sender<TaskChange>,
+    /// The open `subscriptions/listen` streams, by the task they watch:
+    /// written records and the store's changes reach the streams of their
+    /// task only.
+    pub(crate) listeners: Arc<TaskListeners>,
     /// Waiters on one task each.
     pub(crate) watchers: Arc<TaskWatchers>,
     /// Whether the store reports changes ([`TaskStore::changes`](crate::TaskStore::changes)).
@@ -46,8 +44,7 @@ impl EventHub {
     pub(crate) fn new(events: broadcast::Sender<TaskEvent>) -> Self {
         EventHub {
             events,
-            snapshots: broadcast::channel(1024).0,
-            changes: broadcast::channel(1024).0,
+            listeners: Arc::default(),
             watchers: Arc::default(),
             has_feed: AtomicBool::new(false),
             queue: Notify::new(),

@@ -21,6 +21,7 @@ mod hub;
 pub(crate) mod ids;
 mod invoker;
 mod lease;
+mod listeners;
 mod operator;
 mod publish;
 mod queue;

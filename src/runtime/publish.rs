@@ -3,7 +3,7 @@
 
 use std::future::Future;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Weak};
+use std::sync::Weak;
 use std::time::Duration;
 
 use tokio::sync::broadcast;
@@ -36,9 +36,7 @@ impl Engine {
 
     /// Send a written record to event and subscription listeners.
     pub(crate) fn announce(&self, record: &TaskRecord) {
-        if self.hub.snapshots.receiver_count() > 0 {
-            let _ = self.hub.snapshots.send(Arc::new(record.clone()));
-        }
+        self.hub.listeners.record(record);
         self.hub.watchers.wake(&record.id, record.version);
         let _ = self.hub.events.send(TaskEvent {
             task_id: record.id.clone(),
@@ -68,6 +66,7 @@ impl Engine {
                 status,
             } => {
                 self.hub.watchers.wake(id, *version);
+                self.hub.listeners.changed(id, *version);
                 // Queued, resumed or handed back, maybe.
                 if *status == TaskStatus::Working {
                     self.wake_workers();
@@ -75,11 +74,9 @@ impl Engine {
             }
             TaskChange::Missed => {
                 self.hub.watchers.wake_all();
+                self.hub.listeners.missed();
                 self.wake_workers();
             }
-        }
-        if self.hub.changes.receiver_count() > 0 {
-            let _ = self.hub.changes.send(change);
         }
     }
 

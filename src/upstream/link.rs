@@ -22,9 +22,17 @@ pub(crate) enum Inbound {
         id: Value,
         method: String,
         params: Value,
+        /// The gateway's request whose answer stream carried it (Streamable
+        /// HTTP); `None` over stdio, where nothing says.
+        related: Option<u64>,
     },
     /// A notification (`notifications/progress`, `.../list_changed`, ...).
-    Notification { method: String, params: Value },
+    Notification {
+        method: String,
+        params: Value,
+        /// As for requests.
+        related: Option<u64>,
+    },
 }
 
 /// Where a link hands what the upstream sends on its own.
@@ -187,6 +195,17 @@ impl Link {
     /// One message the upstream sent: an answer to one of ours goes to its
     /// waiter, anything else to `sink`. Malformed messages are dropped.
     pub(crate) fn deliver(self: &Arc<Self>, bytes: &[u8], sink: &dyn InboundSink) {
+        self.deliver_related(bytes, sink, None);
+    }
+
+    /// [`deliver`](Self::deliver) a message that came on the answer stream
+    /// of request `related`.
+    pub(crate) fn deliver_related(
+        self: &Arc<Self>,
+        bytes: &[u8],
+        sink: &dyn InboundSink,
+        related: Option<u64>,
+    ) {
         let Ok(Value::Object(mut message)) = serde_json::from_slice::<Value>(bytes) else {
             tracing::debug!("the upstream sent a line that is not a JSON object");
             return;
@@ -196,10 +215,25 @@ impl Link {
             .unwrap_or(Value::Object(Map::new()));
         match (message.remove("method"), message.remove("id")) {
             (Some(Value::String(method)), Some(id)) => {
-                sink.inbound(self, Inbound::Request { id, method, params });
+                sink.inbound(
+                    self,
+                    Inbound::Request {
+                        id,
+                        method,
+                        params,
+                        related,
+                    },
+                );
             }
             (Some(Value::String(method)), None) => {
-                sink.inbound(self, Inbound::Notification { method, params });
+                sink.inbound(
+                    self,
+                    Inbound::Notification {
+                        method,
+                        params,
+                        related,
+                    },
+                );
             }
             (None, Some(id)) => {
                 let Some(id) = id.as_u64() else { return };

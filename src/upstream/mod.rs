@@ -1,25 +1,38 @@
 //! The gateway's MCP client to the upstream server (feature `gateway`):
-//! one connection at a time, restarted with backoff when it ends, the
-//! handshake, and the upstream's tools kept fresh.
+//! supervised connections (lanes), the handshake, and the upstream's tools
+//! kept fresh.
 //!
-//! `link.rs` is one connection (ids, waiting requests, the end), `child.rs`
-//! a child process over stdio, `session.rs` the handshake and `tools/list`.
+//! Over stdio nothing in the upstream's question says which call asked it,
+//! so each tool call holds a lane (a child process) of its own while it
+//! lives, and lanes are started as calls need them, up to a bound. Over
+//! Streamable HTTP every question comes on its call's stream: one lane
+//! carries every call.
+//!
+//! `link.rs` is one connection (ids, waiting requests, the end), `lane.rs`
+//! its supervision, `child.rs` a child process over stdio, `http.rs` a
+//! Streamable HTTP endpoint, `session.rs` the handshake and `tools/list`.
 
-use std::sync::{Arc, RwLock, Weak};
-use std::time::{Duration, Instant};
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex, PoisonError, RwLock, Weak};
+use std::time::Duration;
 
 use serde_json::Value;
-use tokio::sync::{watch, Notify};
-use tokio_util::sync::CancellationToken;
+use tokio::sync::Notify;
 
 mod child;
+mod http;
+mod lane;
 pub(crate) mod link;
 pub(crate) mod session;
+
+pub(crate) use lane::Keepalive;
+use lane::{Connector, Lane};
 
 use link::{Inbound, InboundSink, Link};
 use session::ServerInfo;
 
 use crate::jsonrpc::JsonRpcError;
+use crate::store::BoxFuture;
 
 /// Where the upstream MCP server is.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -34,40 +47,63 @@ pub enum UpstreamTarget {
         /// Its arguments.
         args: Vec<String>,
     },
+    /// A Streamable HTTP endpoint (`http://`), with headers sent on every
+    /// request (`Authorization: Bearer ...`).
+    Url {
+        /// The endpoint, for example `http://127.0.0.1:3001/mcp`.
+        url: String,
+        /// Headers as `Name: value`.
+        headers: Vec<String>,
+    },
 }
 
-/// The first pause before restarting an upstream that ended; doubled on
-/// each failure up to [`MAX_BACKOFF`], and back to this once a connection
-/// lived [`STABLE`].
-const MIN_BACKOFF: Duration = Duration::from_millis(100);
-const MAX_BACKOFF: Duration = Duration::from_secs(5);
-const STABLE: Duration = Duration::from_secs(10);
+impl UpstreamTarget {
+    /// Check what can be checked before connecting (a URL's scheme, its
+    /// headers), with the reason it cannot be used.
+    pub fn check(&self) -> Result<(), String> {
+        match self {
+            UpstreamTarget::Command { program, .. } if program.is_empty() => {
+                Err("the upstream command is empty".to_owned())
+            }
+            UpstreamTarget::Command { .. } => Ok(()),
+            UpstreamTarget::Url { url, headers } => {
+                let uri: ::http::Uri = url.parse().map_err(|e| format!("{url:?}: {e}"))?;
+                if uri.scheme_str() != Some("http") {
+                    return Err(format!("{url:?}: only http:// upstream URLs are supported"));
+                }
+                for h in headers {
+                    http::parse_header(h)?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
 /// How long the handshake may take.
 const HANDSHAKE: Duration = Duration::from_secs(30);
-
-#[derive(Clone)]
-enum State {
-    Starting,
-    Up(Arc<Link>, Arc<ServerInfo>),
-    Down(String),
-}
 
 /// The upstream, as the gateway uses it.
 pub(crate) struct Upstream {
     target: UpstreamTarget,
-    state: watch::Sender<State>,
-    tools: RwLock<Arc<Vec<Value>>>,
-    refresh: Arc<Notify>,
-    /// Cancelled when the handle drops: the supervisor stops and closes
-    /// the connection.
-    stop: CancellationToken,
+    keepalive: Keepalive,
     sink: Arc<dyn InboundSink>,
+    tools: RwLock<Arc<Vec<Value>>>,
+    /// The first is the primary (handshake facts, tool list, everything
+    /// but tool calls); the rest are started for tool calls over stdio.
+    lanes: Mutex<Vec<Arc<Lane>>>,
+    max_lanes: usize,
+    /// A lane was let go by its call.
+    released: Notify,
+    serials: Arc<AtomicU64>,
+    me: Weak<Upstream>,
 }
 
 impl std::fmt::Debug for Upstream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Upstream")
             .field("target", &self.target)
+            .field("lanes", &self.lanes().len())
             .finish_non_exhaustive()
     }
 }
@@ -75,7 +111,7 @@ impl std::fmt::Debug for Upstream {
 /// The upstream's messages, seen first by the upstream itself (a changed
 /// tool list), then by the gateway.
 struct Tap {
-    upstream: Weak<Upstream>,
+    lane: Weak<Lane>,
     sink: Arc<dyn InboundSink>,
 }
 
@@ -83,8 +119,8 @@ impl InboundSink for Tap {
     fn inbound(&self, link: &Arc<Link>, message: Inbound) {
         if let Inbound::Notification { method, .. } = &message {
             if method == "notifications/tools/list_changed" {
-                if let Some(up) = self.upstream.upgrade() {
-                    up.refresh.notify_one();
+                if let Some(lane) = self.lane.upgrade() {
+                    lane.refresh.notify_one();
                 }
                 return;
             }
@@ -97,81 +133,238 @@ impl InboundSink for Tap {
     }
 }
 
+/// A call's place on a lane over stdio (given back when dropped), or the
+/// shared lane of an HTTP upstream.
+pub(crate) struct Lease {
+    lane: Option<Arc<Lane>>,
+    upstream: Weak<Upstream>,
+    /// Whether the call is a resident (parked) rather than the active one.
+    parked: bool,
+    /// The lane's live connection.
+    pub(crate) link: Arc<Link>,
+}
+
+impl Lease {
+    /// The call waits for answers: it stops being the lane's active call
+    /// and stays as a resident.
+    pub(crate) fn park(&mut self) {
+        let Some(lane) = &self.lane else { return };
+        if self.parked {
+            return;
+        }
+        self.parked = true;
+        {
+            let mut usage = lane.usage();
+            usage.active = false;
+            usage.residents += 1;
+        }
+        self.wake();
+    }
+
+    /// The call goes on: it waits until the lane has no active call, then
+    /// is it (another call's question could not be told from its own).
+    pub(crate) async fn resume(&mut self) {
+        let (Some(lane), Some(up)) = (&self.lane, self.upstream.upgrade()) else {
+            self.parked = false;
+            return;
+        };
+        if !self.parked {
+            return;
+        }
+        loop {
+            let freed = up.released.notified();
+            tokio::pin!(freed);
+            freed.as_mut().enable();
+            {
+                let mut usage = lane.usage();
+                if !usage.active {
+                    usage.active = true;
+                    usage.residents = usage.residents.saturating_sub(1);
+                    self.parked = false;
+                    return;
+                }
+            }
+            freed.await;
+        }
+    }
+
+    fn wake(&self) {
+        if let Some(up) = self.upstream.upgrade() {
+            up.released.notify_waiters();
+        }
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        if let Some(lane) = &self.lane {
+            {
+                let mut usage = lane.usage();
+                if self.parked {
+                    usage.residents = usage.residents.saturating_sub(1);
+                } else {
+                    usage.active = false;
+                }
+            }
+            self.wake();
+        }
+    }
+}
+
 impl Upstream {
-    /// Connect to `target` in the background (and again whenever the
-    /// connection ends), handing what the upstream sends to `sink`.
-    pub(crate) fn start(target: UpstreamTarget, sink: Arc<dyn InboundSink>) -> Arc<Self> {
-        let up = Arc::new(Upstream {
+    /// Connect to `target` in the background (and again whenever a
+    /// connection ends), handing what the upstream sends to `sink`; over
+    /// stdio at most `max_lanes` processes at once.
+    pub(crate) fn start(
+        target: UpstreamTarget,
+        keepalive: Keepalive,
+        max_lanes: usize,
+        sink: Arc<dyn InboundSink>,
+    ) -> Arc<Self> {
+        let up = Arc::new_cyclic(|me| Upstream {
             target,
-            state: watch::Sender::new(State::Starting),
-            tools: RwLock::default(),
-            refresh: Arc::new(Notify::new()),
-            stop: CancellationToken::new(),
+            keepalive,
             sink,
+            tools: RwLock::default(),
+            lanes: Mutex::default(),
+            max_lanes: max_lanes.max(1),
+            released: Notify::new(),
+            serials: Arc::default(),
+            me: Weak::clone(me),
         });
-        tokio::spawn(supervise(
-            Arc::downgrade(&up),
-            Arc::clone(&up.refresh),
-            up.stop.clone(),
-        ));
+        let primary = up.new_lane();
+        up.lock_lanes().push(primary);
         up
     }
 
-    /// The live connection and what the upstream said of itself, waiting
-    /// up to `wait` for one; else the error saying why there is none.
+    fn lock_lanes(&self) -> std::sync::MutexGuard<'_, Vec<Arc<Lane>>> {
+        self.lanes.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn lanes(&self) -> Vec<Arc<Lane>> {
+        self.lock_lanes().clone()
+    }
+
+    fn new_lane(&self) -> Arc<Lane> {
+        let connector: Weak<dyn Connector> = self.me.clone();
+        Lane::start(connector, Arc::clone(&self.serials), self.keepalive)
+    }
+
+    /// The primary connection and what the upstream said of itself,
+    /// waiting up to `wait` for one; else the error saying why there is
+    /// none.
     pub(crate) async fn session(
         &self,
         wait: Duration,
     ) -> Result<(Arc<Link>, Arc<ServerInfo>), JsonRpcError> {
-        let mut rx = self.state.subscribe();
+        let primary = Arc::clone(&self.lock_lanes()[0]);
+        primary.session(tokio::time::Instant::now() + wait).await
+    }
+
+    /// A connection for one tool call: over stdio a lane no other call
+    /// holds (started if needed, up to the bound), waiting up to `wait`.
+    pub(crate) async fn lease(&self, wait: Duration) -> Result<Lease, JsonRpcError> {
         let deadline = tokio::time::Instant::now() + wait;
+        if matches!(self.target, UpstreamTarget::Url { .. }) {
+            let (link, _) = self.session(wait).await?;
+            return Ok(Lease {
+                lane: None,
+                upstream: Weak::clone(&self.me),
+                parked: false,
+                link,
+            });
+        }
         loop {
-            let why = match &*rx.borrow_and_update() {
-                State::Up(link, info) if !link.is_closed() => {
-                    return Ok((Arc::clone(link), Arc::clone(info)))
-                }
-                State::Up(link, _) => link.why(),
-                State::Down(why) => why.clone(),
-                State::Starting => "the upstream is starting".to_owned(),
-            };
-            match tokio::time::timeout_at(deadline, rx.changed()).await {
-                Ok(Ok(())) => {}
-                _ => {
-                    return Err(JsonRpcError::internal(format!(
-                        "the upstream is unavailable: {why}"
-                    )))
-                }
+            let released = self.released.notified();
+            tokio::pin!(released);
+            released.as_mut().enable();
+            if let Some(lane) = self.free_lane() {
+                // Made before the wait, so that a failed wait gives it back.
+                let lease = Lease {
+                    lane: Some(Arc::clone(&lane)),
+                    upstream: Weak::clone(&self.me),
+                    parked: false,
+                    link: match lane.session(deadline).await {
+                        Ok((link, _)) => link,
+                        Err(e) => {
+                            lane.usage().active = false;
+                            self.released.notify_waiters();
+                            return Err(e);
+                        }
+                    },
+                };
+                return Ok(lease);
+            }
+            if tokio::time::timeout_at(deadline, released).await.is_err() {
+                return Err(JsonRpcError::internal(format!(
+                    "all {} upstream processes are busy with running calls; the gateway's \
+                     --upstream-processes bounds them",
+                    self.max_lanes
+                )));
             }
         }
     }
 
+    /// A lane taken as a new call's: one with no call at all first (a live
+    /// one before one still starting), then one without an active call and
+    /// the fewest residents, then a new one while under the bound.
+    fn free_lane(&self) -> Option<Arc<Lane>> {
+        let mut lanes = self.lock_lanes();
+        let rank = |l: &Arc<Lane>| {
+            let u = *l.usage();
+            (!u.active).then_some((u.residents, !l.is_up()))
+        };
+        let best = lanes
+            .iter()
+            .filter_map(|l| rank(l).map(|r| (r, l)))
+            .min_by_key(|(r, _)| *r)
+            .map(|(r, l)| (r, Arc::clone(l)));
+        match best {
+            Some(((0, _), lane)) => {
+                lane.usage().active = true;
+                return Some(lane);
+            }
+            Some((_, lane)) if lanes.len() >= self.max_lanes => {
+                lane.usage().active = true;
+                return Some(lane);
+            }
+            _ => {}
+        }
+        if lanes.len() < self.max_lanes {
+            let lane = self.new_lane();
+            lane.usage().active = true;
+            lanes.push(Arc::clone(&lane));
+            return Some(lane);
+        }
+        None
+    }
+
     /// The upstream's tools as last listed.
     pub(crate) fn tools(&self) -> Arc<Vec<Value>> {
-        Arc::clone(
-            &self
-                .tools
-                .read()
-                .unwrap_or_else(std::sync::PoisonError::into_inner),
-        )
+        Arc::clone(&self.tools.read().unwrap_or_else(PoisonError::into_inner))
     }
 
     fn set_tools(&self, tools: Vec<Value>) {
-        *self
-            .tools
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(tools);
+        *self.tools.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(tools);
     }
 
     /// A new connection, shaken hands with, its tools listed.
-    async fn connect(self: &Arc<Self>, serial: u64) -> Result<(Arc<Link>, ServerInfo), String> {
+    async fn open(&self, serial: u64, lane: Weak<Lane>) -> Result<(Arc<Link>, ServerInfo), String> {
         let tap: Arc<dyn InboundSink> = Arc::new(Tap {
-            upstream: Arc::downgrade(self),
+            lane,
             sink: Arc::clone(&self.sink),
         });
         let link = match &self.target {
             UpstreamTarget::Command { program, args } => {
                 child::spawn(serial, program, args, tap)
                     .map_err(|e| format!("cannot start the upstream {program:?}: {e}"))?
+            }
+            UpstreamTarget::Url { url, headers } => {
+                let headers = headers
+                    .iter()
+                    .map(|h| http::parse_header(h))
+                    .collect::<Result<Vec<_>, _>>()?;
+                http::connect(serial, url, &headers, tap)?
             }
         };
         let ready = async {
@@ -198,66 +391,29 @@ impl Upstream {
     }
 }
 
-impl Drop for Upstream {
-    fn drop(&mut self) {
-        self.stop.cancel();
-        if let State::Up(link, _) = &*self.state.borrow() {
-            link.close("the gateway stopped".to_owned());
-        }
+impl Connector for Upstream {
+    fn connect(
+        &self,
+        serial: u64,
+        lane: Weak<Lane>,
+    ) -> BoxFuture<'_, Result<(Arc<Link>, ServerInfo), String>> {
+        Box::pin(self.open(serial, lane))
+    }
+
+    fn refresh<'a>(&'a self, link: &'a Link) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            match session::list_tools(link).await {
+                Ok(tools) => self.set_tools(tools),
+                Err(e) => tracing::warn!("refreshing the upstream's tools failed: {}", e.message),
+            }
+        })
     }
 }
 
-/// Keep a connection up while the upstream handle lives.
-async fn supervise(up: Weak<Upstream>, refresh: Arc<Notify>, stop: CancellationToken) {
-    let mut backoff = MIN_BACKOFF;
-    let mut serial = 0;
-    while !stop.is_cancelled() {
-        serial += 1;
-        let Some(strong) = up.upgrade() else { return };
-        let started = Instant::now();
-        let connected = tokio::select! {
-            c = strong.connect(serial) => c,
-            () = stop.cancelled() => return,
-        };
-        match connected {
-            Ok((link, info)) => {
-                tracing::info!(serial, version = %info.protocol_version, "upstream connected");
-                strong
-                    .state
-                    .send_replace(State::Up(Arc::clone(&link), Arc::new(info)));
-                drop(strong);
-                loop {
-                    tokio::select! {
-                        () = link.closed() => break,
-                        () = stop.cancelled() => {
-                            link.close("the gateway stopped".to_owned());
-                            return;
-                        }
-                        () = refresh.notified() => {
-                            let tools = session::list_tools(&link).await;
-                            let Some(strong) = up.upgrade() else { return };
-                            match tools {
-                                Ok(tools) => strong.set_tools(tools),
-                                Err(e) => tracing::warn!("refreshing the upstream's tools failed: {}", e.message),
-                            }
-                        }
-                    }
-                }
-                let Some(strong) = up.upgrade() else { return };
-                strong.state.send_replace(State::Down(link.why()));
-            }
-            Err(why) => {
-                tracing::warn!(serial, "{why}");
-                strong.state.send_replace(State::Down(why));
-            }
+impl Drop for Upstream {
+    fn drop(&mut self) {
+        for lane in self.lock_lanes().iter() {
+            lane.stop();
         }
-        if started.elapsed() >= STABLE {
-            backoff = MIN_BACKOFF;
-        }
-        tokio::select! {
-            () = tokio::time::sleep(backoff) => {}
-            () = stop.cancelled() => return,
-        }
-        backoff = (backoff * 2).min(MAX_BACKOFF);
     }
 }

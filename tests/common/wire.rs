@@ -9,7 +9,7 @@ use std::task::{Context, Poll};
 use axum::body::Bytes;
 use axum::http::header::{AUTHORIZATION, CONTENT_TYPE, HOST};
 use axum::http::request::Parts;
-use axum::http::{Extensions, Method, Request, StatusCode};
+use axum::http::{Extensions, HeaderMap, Method, Request, StatusCode};
 use http_body_util::BodyExt;
 use hyper::body::Frame;
 use hyper_util::rt::TokioIo;
@@ -34,6 +34,7 @@ pub fn bearer(parts: &Parts, extensions: &mut Extensions) {
 pub struct Reply {
     pub status: StatusCode,
     pub content_type: Option<String>,
+    pub headers: HeaderMap,
     pub body: Bytes,
 }
 
@@ -98,10 +99,12 @@ where
         .headers()
         .get(CONTENT_TYPE)
         .map(|v| v.to_str().unwrap().to_owned());
+    let headers = response.headers().clone();
     let body = response.into_body().collect().await.unwrap().to_bytes();
     Reply {
         status,
         content_type,
+        headers,
         body,
     }
 }

@@ -147,7 +147,8 @@ class Name(BaseModel):
 
 
 class UserName(BaseModel):
-    user_name: str
+    # The conformance harness answers this question with {"name": ...}.
+    name: str
 
 
 @mcp.tool(description="Ask (one elicitation, boolean `confirm`) before deleting `filename`.", structured_output=False)
@@ -177,7 +178,7 @@ async def multi_input(ctx: Context) -> str:
 async def test_tool_with_task(ctx: Context) -> str:
     started("test_tool_with_task")
     answer = await ctx.elicit("What is your name?", UserName)
-    user_name = answer.data.user_name if answer.action == "accept" else "stranger"
+    user_name = answer.data.name if answer.action == "accept" else "stranger"
     await asyncio.sleep(1)
     finished("test_tool_with_task")
     return f"Hello, {user_name}! The task is done."

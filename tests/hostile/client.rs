@@ -89,9 +89,21 @@ pub(crate) async fn read_reply<R: tokio::io::AsyncRead + Unpin>(
                     .nth(1)
                     .and_then(|s| s.parse().ok())
                     .ok_or("no status line")?;
+                let headers = head
+                    .lines()
+                    .skip(1)
+                    .filter_map(|l| l.split_once(':'))
+                    .filter_map(|(n, v)| {
+                        Some((
+                            axum::http::HeaderName::from_bytes(n.trim().as_bytes()).ok()?,
+                            axum::http::HeaderValue::from_str(v.trim()).ok()?,
+                        ))
+                    })
+                    .collect();
                 return Ok(Reply {
                     status,
                     content_type: field("content-type:"),
+                    headers,
                     body: Bytes::copy_from_slice(&buf[end + 4..end + 4 + length]),
                 });
             }

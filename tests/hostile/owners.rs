@@ -169,9 +169,10 @@ async fn cursors_name_only_the_callers_own_tasks_of_her_era() {
 }
 
 /// `with_identity_required(true)`: a `tools/call` that would make a task
-/// gets `-32600` (HTTP 200) from an anonymous caller, in both eras, before
-/// its handler runs; a call that makes no task, and an identified caller's
-/// task, pass as before.
+/// gets `-32600` from an anonymous caller, in both eras, before its handler
+/// runs, over HTTP as 401 with a `WWW-Authenticate: Bearer` challenge (issue
+/// 28: it was HTTP 200); a call that makes no task, and an identified
+/// caller's task, pass as before.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_identity_required_layer_makes_no_task_for_an_anonymous_caller() {
     let server = start_with(common::layer().with_identity_required(true)).await;
@@ -182,8 +183,13 @@ async fn an_identity_required_layer_makes_no_task_for_an_anonymous_caller() {
         modern(3, "tools/call", json!({ "name": "slow", "arguments": {} })),
     ];
     for body in &refusals {
-        let (status, reply) = call(addr, body, None).await;
-        assert_eq!(status, 200, "{body}: {reply}");
+        let http = post(addr, routing(body, None), body.to_string()).await;
+        assert_eq!(http.status, 401, "{body}: {http:?}");
+        assert_eq!(
+            http.headers["www-authenticate"], r#"Bearer realm="mcp""#,
+            "{http:?}"
+        );
+        let reply: Value = serde_json::from_slice(&http.body).unwrap();
         assert_eq!(reply["id"], body["id"]);
         assert_eq!(reply["error"]["code"], -32600, "{body}: {reply}");
         assert_eq!(

@@ -6,15 +6,16 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use tokio::sync::broadcast;
+use std::sync::Arc;
 
 use super::{respond, Reply};
 use crate::jsonrpc::{code, JsonRpcError, JsonRpcRequest, JsonRpcResponse};
 use crate::peer::Peer;
 use crate::protocol::TaskStatus;
 use crate::runtime::engine::Engine;
+use crate::runtime::listeners::{Listener, Pushed};
 use crate::runtime::wire;
-use crate::store::{Era, TaskChange, TaskRecord};
+use crate::store::{Era, TaskRecord};
 
 /// `_meta` key tying a notification to its `subscriptions/listen` request.
 const META_SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
@@ -54,19 +55,24 @@ impl Engine {
         })?;
         let subscription = serde_json::to_value(&req.id).unwrap_or(Value::Null);
         let owner = self.owner_of(req);
-        // Subscribe before reading, so no change falls in between.
-        let mut snapshots = self.hub.snapshots.subscribe();
-        let mut changes = self.hub.changes.subscribe();
+        // Each task is watched before it is read, so no change falls in
+        // between; only the writes of watched tasks reach this stream.
+        let mut listener = self.hub.listeners.open();
         let mut watched: HashMap<String, LastPushed> = HashMap::new();
         let mut order = Vec::new();
         for task_id in asked.iter().filter_map(Value::as_str) {
             if watched.contains_key(task_id) {
                 continue;
             }
-            if let Some(r) = self.lookup(task_id, owner.as_deref(), Era::Modern).await? {
-                if !r.status.is_terminal() {
-                    watched.insert(r.id.clone(), LastPushed::of(&r));
+            listener.watch(task_id);
+            let found = self.lookup(task_id, owner.as_deref(), Era::Modern).await?;
+            match &found {
+                Some(r) if !r.status.is_terminal() => {
+                    watched.insert(r.id.clone(), LastPushed::of(r));
                 }
+                _ => listener.unwatch(task_id),
+            }
+            if let Some(r) = found {
                 order.push(Value::String(r.id.clone()));
             }
         }
@@ -82,6 +88,7 @@ impl Engine {
             meta,
             owner,
             watched,
+            listener,
             expiry_changed: true,
         };
         let closed = sub.peer.closed();
@@ -117,42 +124,43 @@ impl Engine {
                     None => std::future::pending().await,
                 }
             };
-            let record = tokio::select! {
-                snapshot = snapshots.recv() => match snapshot {
-                    Ok(r) => r,
-                    // Too slow to see every write: catch up from the store.
-                    Err(broadcast::error::RecvError::Lagged(_)) => {
-                        sub.resync().await?;
-                        continue;
-                    }
-                    Err(broadcast::error::RecvError::Closed) => break,
+            let step = tokio::select! {
+                pushed = sub.listener.recv() => match pushed {
+                    Pushed::Record(record) => Step::Push(record),
+                    Pushed::Changed(id, version) => Step::Changed(id, version),
+                    // Too slow to see every write, or the store's feed
+                    // lagged: catch up from the store.
+                    Pushed::Missed => Step::Resync,
                 },
-                change = changes.recv() => {
-                    match change {
-                        Ok(TaskChange::Updated { id, version, .. }) => {
-                            if sub.watched.get(&id).is_some_and(|seen| seen.version < version) {
-                                sub.refresh(id).await?;
-                            }
-                        }
-                        Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => sub.resync().await?,
-                        Err(broadcast::error::RecvError::Closed) => break,
-                    }
-                    continue;
-                }
-                () = tick => {
-                    sub.resync().await?;
-                    continue;
-                }
-                () = &mut expiry, if expiry_armed => {
-                    sub.refresh_expired().await?;
-                    continue;
-                }
+                () = tick => Step::Resync,
+                () = &mut expiry, if expiry_armed => Step::Expired,
                 () = &mut closed => break,
             };
-            sub.push_change(&record).await;
+            match step {
+                Step::Push(record) => sub.push_change(&record).await,
+                Step::Changed(id, version) => {
+                    if sub
+                        .watched
+                        .get(&id)
+                        .is_some_and(|seen| seen.version < version)
+                    {
+                        sub.refresh(id).await?;
+                    }
+                }
+                Step::Resync => sub.resync().await?,
+                Step::Expired => sub.refresh_expired().await?,
+            }
         }
         Ok(())
     }
+}
+
+/// What a subscription does next.
+enum Step {
+    Push(Arc<TaskRecord>),
+    Changed(String, u64),
+    Resync,
+    Expired,
 }
 
 /// One open subscription: where its notifications go, and what it last
@@ -164,6 +172,9 @@ struct Subscription<'a> {
     meta: Value,
     owner: Option<String>,
     watched: HashMap<String, LastPushed>,
+    /// Its entries in the hub's map of listeners, one per watched task;
+    /// dropped with the subscription.
+    listener: Listener,
     /// Whether the set of watched tasks changed since its earliest expiry
     /// was last taken.
     expiry_changed: bool,
@@ -231,6 +242,7 @@ impl Subscription<'_> {
 
     fn unwatch(&mut self, task_id: &str) {
         self.watched.remove(task_id);
+        self.listener.unwatch(task_id);
         self.expiry_changed = true;
     }
 

@@ -1,0 +1,289 @@
+//! The upstream as a Streamable HTTP endpoint: each message a `POST`; a
+//! request's answer is JSON or an SSE stream that also carries the
+//! upstream's questions and notifications for that request (so they are
+//! tied to their call exactly); `Mcp-Session-Id` and
+//! `MCP-Protocol-Version` after the handshake; a `GET` stream for what the
+//! upstream sends outside any request.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use bytes::Bytes;
+use http::header::{ACCEPT, CONTENT_TYPE};
+use http::{HeaderName, HeaderValue, Method, Request, StatusCode, Uri};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use serde_json::{json, Value};
+use tokio::sync::mpsc;
+
+use super::link::{InboundSink, Link};
+use crate::client::sse::EventDecoder;
+
+/// The largest JSON answer or SSE event read from the upstream.
+const MAX_MESSAGE: usize = 16 * 1024 * 1024;
+const SESSION: &str = "mcp-session-id";
+const VERSION: &str = "mcp-protocol-version";
+
+/// One upstream endpoint and the session the handshake opened.
+struct Wire {
+    client: Client<HttpConnector, Full<Bytes>>,
+    uri: Uri,
+    headers: Vec<(HeaderName, HeaderValue)>,
+    session: Mutex<Option<HeaderValue>>,
+    version: Mutex<Option<HeaderValue>>,
+    sink: Arc<dyn InboundSink>,
+}
+
+/// A header given as `Name: value`.
+pub(crate) fn parse_header(text: &str) -> Result<(HeaderName, HeaderValue), String> {
+    let (name, value) = text
+        .split_once(':')
+        .ok_or_else(|| format!("{text:?} is not 'Name: value'"))?;
+    let name = HeaderName::try_from(name.trim()).map_err(|e| format!("{name:?}: {e}"))?;
+    let value = HeaderValue::try_from(value.trim()).map_err(|e| format!("{name}: {e}"))?;
+    Ok((name, value))
+}
+
+/// A link to the endpoint at `url` (plain `http://`), sending `headers`
+/// with every request.
+pub(crate) fn connect(
+    serial: u64,
+    url: &str,
+    headers: &[(HeaderName, HeaderValue)],
+    sink: Arc<dyn InboundSink>,
+) -> Result<Arc<Link>, String> {
+    let uri: Uri = url.parse().map_err(|e| format!("{url:?}: {e}"))?;
+    if uri.scheme_str() != Some("http") {
+        return Err(format!("{url:?}: only http:// upstream URLs are supported"));
+    }
+    let wire = Arc::new(Wire {
+        client: Client::builder(TokioExecutor::new()).build_http(),
+        uri,
+        headers: headers.to_vec(),
+        session: Mutex::default(),
+        version: Mutex::default(),
+        sink,
+    });
+    let (tx, mut rx) = mpsc::channel::<Vec<u8>>(256);
+    let link = Link::new(serial, tx);
+    let writer = Arc::clone(&link);
+    tokio::spawn(async move {
+        loop {
+            let message = tokio::select! {
+                m = rx.recv() => m,
+                () = writer.closed() => None,
+            };
+            let Some(message) = message else { break };
+            tokio::spawn(Arc::clone(&wire).send(Arc::clone(&writer), message));
+        }
+        let _ = wire.delete().await;
+        wire.sink.link_closed(writer.serial);
+    });
+    Ok(link)
+}
+
+impl Wire {
+    fn request(
+        &self,
+        method: Method,
+        accept: &'static str,
+        body: Vec<u8>,
+    ) -> Result<Request<Full<Bytes>>, http::Error> {
+        let mut req = Request::builder()
+            .method(method)
+            .uri(self.uri.clone())
+            .header(ACCEPT, accept);
+        if !body.is_empty() {
+            req = req.header(CONTENT_TYPE, "application/json");
+        }
+        for (name, value) in &self.headers {
+            req = req.header(name, value);
+        }
+        if let Some(s) = lock(&self.session).clone() {
+            req = req.header(SESSION, s);
+        }
+        if let Some(v) = lock(&self.version).clone() {
+            req = req.header(VERSION, v);
+        }
+        req.body(Full::new(Bytes::from(body)))
+    }
+
+    /// `POST` one message; a request's answer (and what comes with it) is
+    /// delivered to the link.
+    async fn send(self: Arc<Self>, link: Arc<Link>, message: Vec<u8>) {
+        let parsed: Value = serde_json::from_slice(&message).unwrap_or(Value::Null);
+        let id = parsed
+            .get("id")
+            .and_then(Value::as_u64)
+            .filter(|_| parsed.get("method").is_some());
+        let initialize = parsed.get("method").and_then(Value::as_str) == Some("initialize");
+        let req = match self.request(Method::POST, "application/json, text/event-stream", message) {
+            Ok(req) => req,
+            Err(e) => return link.close(format!("cannot make the upstream request: {e}")),
+        };
+        let resp = match self.client.request(req).await {
+            Ok(resp) => resp,
+            Err(e) => {
+                return link.close(format!("the upstream at {} is unreachable: {e}", self.uri));
+            }
+        };
+        let status = resp.status();
+        if status == StatusCode::NOT_FOUND && lock(&self.session).is_some() {
+            return link.close("the upstream ended its session (HTTP 404)".to_owned());
+        }
+        if initialize {
+            if let Some(s) = resp.headers().get(SESSION) {
+                *lock(&self.session) = Some(s.clone());
+            }
+        }
+        let Some(id) = id else { return };
+        if !status.is_success() {
+            return self.fail(&link, id, &format!("the upstream answered HTTP {status}"));
+        }
+        let sse = resp
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+        let mut body = resp.into_body();
+        if !sse {
+            match Limited::new(body, MAX_MESSAGE).collect().await {
+                Ok(bytes) => self.deliver(&link, &bytes.to_bytes(), Some(id), initialize),
+                Err(e) => self.fail(
+                    &link,
+                    id,
+                    &format!("reading the upstream's answer failed: {e}"),
+                ),
+            }
+            return;
+        }
+        let mut decoder = EventDecoder::new(MAX_MESSAGE);
+        let mut events: VecDeque<Vec<u8>> = VecDeque::new();
+        loop {
+            while let Some(data) = events.pop_front() {
+                if !data.is_empty() {
+                    self.deliver(&link, &data, Some(id), initialize);
+                }
+            }
+            let frame = tokio::select! {
+                f = body.frame() => f,
+                () = link.closed() => return,
+            };
+            match frame {
+                Some(Ok(frame)) => {
+                    if let Ok(data) = frame.into_data() {
+                        if decoder.feed(&data, &mut events).is_err() {
+                            return self.fail(&link, id, "an upstream SSE event is too large");
+                        }
+                    }
+                }
+                Some(Err(e)) => {
+                    return self.fail(&link, id, &format!("the upstream's stream broke: {e}"))
+                }
+                // The stream ended: an answer not given by now never comes.
+                None => {
+                    return self.fail(
+                        &link,
+                        id,
+                        "the upstream closed the stream without answering",
+                    )
+                }
+            }
+        }
+    }
+
+    fn deliver(&self, link: &Arc<Link>, bytes: &[u8], related: Option<u64>, initialize: bool) {
+        if initialize {
+            let version = serde_json::from_slice::<Value>(bytes).ok().and_then(|m| {
+                m.pointer("/result/protocolVersion")
+                    .and_then(Value::as_str)
+                    .and_then(|v| HeaderValue::from_str(v).ok())
+            });
+            if let Some(v) = version {
+                *lock(&self.version) = Some(v);
+                // What the upstream sends outside any request comes on a
+                // GET stream, once the session exists.
+                tokio::spawn(listen(Arc::clone(link), self.get_request()));
+            }
+        }
+        link.deliver_related(bytes, &*self.sink, related);
+    }
+
+    fn get_request(&self) -> GetStream {
+        let req = self
+            .request(Method::GET, "text/event-stream", Vec::new())
+            .ok()?;
+        Some((self.client.clone(), req, Arc::clone(&self.sink)))
+    }
+
+    /// Request `id` failed: its waiter learns why (a later answer is
+    /// ignored).
+    fn fail(&self, link: &Arc<Link>, id: u64, why: &str) {
+        let error =
+            json!({ "jsonrpc": "2.0", "id": id, "error": { "code": -32603, "message": why } });
+        link.deliver_related(error.to_string().as_bytes(), &*self.sink, Some(id));
+    }
+
+    /// End the session (best effort).
+    async fn delete(&self) -> Result<(), String> {
+        if lock(&self.session).is_none() {
+            return Ok(());
+        }
+        let req = self
+            .request(Method::DELETE, "application/json", Vec::new())
+            .map_err(|e| e.to_string())?;
+        let call = self.client.request(req);
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(2), call).await;
+        Ok(())
+    }
+}
+
+type GetStream = Option<(
+    Client<HttpConnector, Full<Bytes>>,
+    Request<Full<Bytes>>,
+    Arc<dyn InboundSink>,
+)>;
+
+/// The session's GET stream, until it or the link ends (an upstream
+/// without one answers 405: nothing to listen to).
+async fn listen(link: Arc<Link>, get: GetStream) {
+    let Some((client, req, sink)) = get else {
+        return;
+    };
+    let Ok(resp) = client.request(req).await else {
+        return;
+    };
+    if !resp.status().is_success() {
+        return;
+    }
+    let mut body = resp.into_body();
+    let mut decoder = EventDecoder::new(MAX_MESSAGE);
+    let mut events: VecDeque<Vec<u8>> = VecDeque::new();
+    loop {
+        while let Some(data) = events.pop_front() {
+            if !data.is_empty() {
+                link.deliver_related(&data, &*sink, None);
+            }
+        }
+        let frame = tokio::select! {
+            f = body.frame() => f,
+            () = link.closed() => return,
+        };
+        match frame {
+            Some(Ok(frame)) => {
+                if let Ok(data) = frame.into_data() {
+                    if decoder.feed(&data, &mut events).is_err() {
+                        return;
+                    }
+                }
+            }
+            _ => return,
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}

@@ -1,0 +1,263 @@
+//! The gateway in front of upstreams served over Streamable HTTP:
+//! tests/gateway/upstream.py `--http PORT` and server-everything's
+//! `streamableHttp` mode. Over HTTP a question arrives on the answer stream
+//! of the call that asked it, so calls asking at once are told apart.
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use mcp_task_layer::gateway::{ProxyConfig, UpstreamTarget};
+use mcp_task_layer::TaskPolicy;
+use serde_json::json;
+
+use crate::common;
+use crate::harness::{event, events, events_file, text, Gateway};
+
+/// An upstream process, killed (and continued first, if stopped) when the
+/// test ends.
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-CONT", &self.0.id().to_string()])
+            .status();
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Start `line` (with `env`) and wait (at most 30 s) until it accepts on
+/// `port`.
+async fn serve(line: &str, port: u16, env: &[(&str, String)]) -> (Server, UpstreamTarget) {
+    let mut words = line.split_whitespace();
+    let mut cmd = Command::new(words.next().unwrap());
+    cmd.args(words).stdin(Stdio::null()).stdout(Stdio::null());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let server = Server(cmd.spawn().unwrap());
+    for _ in 0..600 {
+        if tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_ok()
+        {
+            let url = format!("http://127.0.0.1:{port}/mcp");
+            return (
+                server,
+                UpstreamTarget::Url {
+                    url,
+                    headers: vec![],
+                },
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("{line} never listened on {port}");
+}
+
+async fn python(events: &std::path::Path) -> Option<(Server, UpstreamTarget)> {
+    let py = common::server_url(
+        "MCP_TASKS_PYTHON",
+        "Python with the mcp package",
+        ".ci/python.sh",
+    )?;
+    let port = free_port();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/gateway/upstream.py");
+    let line = format!("{py} {script} --http {port}");
+    Some(
+        serve(
+            &line,
+            port,
+            &[("UPSTREAM_EVENTS", events.display().to_string())],
+        )
+        .await,
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_http_two_calls_asking_at_once_each_get_their_own_answer() {
+    let (_dir, file) = events_file();
+    let Some((_server, up)) = python(&file).await else {
+        return;
+    };
+    let gw = Gateway::start(
+        up,
+        &[
+            ("confirm_delete", TaskPolicy::Task),
+            ("long", TaskPolicy::Task),
+        ],
+    )
+    .await;
+
+    // Progress and the result, over HTTP.
+    let r = gw.call("long", json!({ "seconds": 2, "steps": 2 })).await;
+    let long = r["taskId"].as_str().unwrap().to_owned();
+
+    let a = gw
+        .call("confirm_delete", json!({ "filename": "a.txt" }))
+        .await;
+    let b = gw
+        .call("confirm_delete", json!({ "filename": "b.txt" }))
+        .await;
+    let (a, b) = (
+        a["taskId"].as_str().unwrap().to_owned(),
+        b["taskId"].as_str().unwrap().to_owned(),
+    );
+    let ta = gw.status(&a, "input_required").await;
+    let tb = gw.status(&b, "input_required").await;
+    let question = |t: &serde_json::Value| {
+        t["inputRequests"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .next()
+            .map(|(k, v)| (k.clone(), v["params"]["message"].clone()))
+            .unwrap()
+    };
+    let (ka, ma) = question(&ta);
+    let (kb, mb) = question(&tb);
+    assert_eq!(ma, "Delete a.txt?");
+    assert_eq!(mb, "Delete b.txt?");
+    // b is declined, a accepted: each answer reaches its own call.
+    gw.send26(
+        "tasks/update",
+        json!({ "taskId": b, "inputResponses": { kb: { "action": "decline" } } }),
+        true,
+    )
+    .await;
+    gw.send26("tasks/update", json!({ "taskId": a, "inputResponses": { ka: { "action": "accept", "content": { "confirm": true } } } }), true).await;
+    assert_eq!(
+        text(&gw.status(&a, "completed").await["result"]),
+        "Deleted a.txt"
+    );
+    assert_ne!(
+        text(&gw.status(&b, "completed").await["result"]),
+        "Deleted b.txt"
+    );
+
+    let t = gw.status(&long, "completed").await;
+    assert_eq!(text(&t["result"]), "done after 2 steps");
+    assert_eq!(
+        events(&file)
+            .iter()
+            .filter(|l| *l == "started confirm_delete")
+            .count(),
+        2
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_http_cancel_reaches_the_upstream() {
+    let (_dir, file) = events_file();
+    let Some((_server, up)) = python(&file).await else {
+        return;
+    };
+    let gw = Gateway::start(up, &[("slow_compute", TaskPolicy::Task)]).await;
+    let r = gw
+        .call("slow_compute", json!({ "seconds": 60, "label": "h1" }))
+        .await;
+    let task = r["taskId"].as_str().unwrap().to_owned();
+    event(&file, "started slow_compute").await;
+    gw.send26("tasks/cancel", json!({ "taskId": task }), true)
+        .await;
+    event(&file, "cancelled h1").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_that_stops_answering_fails_its_calls_and_the_next_call_works_once_it_is_back()
+{
+    let (_dir, file) = events_file();
+    let Some((server, up)) = python(&file).await else {
+        return;
+    };
+    let cfg = ProxyConfig::default()
+        .with_tool_policy("slow_compute", TaskPolicy::Task)
+        .with_tool_policy("greet", TaskPolicy::Sync)
+        .with_connect_wait(Duration::from_secs(30))
+        .with_keepalive(Duration::from_millis(200), Duration::from_millis(500));
+    let gw = Gateway::with_config(up, cfg).await;
+    let r = gw
+        .call("slow_compute", json!({ "seconds": 60, "label": "s" }))
+        .await;
+    let task = r["taskId"].as_str().unwrap().to_owned();
+    event(&file, "started slow_compute").await;
+    let pid = server.0.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-STOP", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let t = gw.status(&task, "failed").await;
+    let message = t["error"]["message"].as_str().unwrap();
+    assert!(message.contains("did not answer a ping"), "{message}");
+    assert!(Command::new("kill")
+        .args(["-CONT", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let r = gw.call("greet", json!({ "name": "again" })).await;
+    assert_eq!(text(&r), "Hello, again!");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_everything_over_http_gets_tasks_with_progress_and_elicitation() {
+    let Some(line) = common::server_url(
+        "MCP_TASKS_EVERYTHING_HTTP",
+        "@modelcontextprotocol/server-everything",
+        ".ci/python.sh: ensure_everything",
+    ) else {
+        return;
+    };
+    let port = free_port();
+    let (_server, up) = serve(&line, port, &[("PORT", port.to_string())]).await;
+    let gw = Gateway::start(
+        up,
+        &[
+            ("trigger-long-running-operation", TaskPolicy::Task),
+            ("trigger-elicitation-request", TaskPolicy::Task),
+        ],
+    )
+    .await;
+    let r = gw
+        .call(
+            "trigger-long-running-operation",
+            json!({ "duration": 2, "steps": 4 }),
+        )
+        .await;
+    let task = r["taskId"].as_str().unwrap().to_owned();
+    gw.poll(&task, "a progress message", |t| {
+        t["statusMessage"]
+            .as_str()
+            .is_some_and(|m| m.ends_with(" of 4"))
+    })
+    .await;
+    gw.status(&task, "completed").await;
+
+    let r = gw.call("trigger-elicitation-request", json!({})).await;
+    let task = r["taskId"].as_str().unwrap().to_owned();
+    let t = gw.status(&task, "input_required").await;
+    let key = t["inputRequests"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .next()
+        .unwrap()
+        .clone();
+    gw.send26(
+        "tasks/update",
+        json!({ "taskId": task, "inputResponses": { key: { "action": "accept", "content": { "name": "Ada" } } } }),
+        true,
+    )
+    .await;
+    let t = gw.status(&task, "completed").await;
+    assert!(t["result"].to_string().contains("Ada"), "{t}");
+}
