@@ -1,5 +1,6 @@
 //! [`SqlCore`]: the store primitives, written once for both engines.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use sqlx::{
@@ -342,6 +343,15 @@ where
             .collect()
     }
 
+    /// The `(key, count)` rows of statement `text` at `now_ms`, as a map.
+    async fn counts(&self, text: &str, now_ms: i64) -> Result<BTreeMap<String, u64>> {
+        let rows = self.pairs(text, now_ms).await?;
+        Ok(rows
+            .into_iter()
+            .map(|(key, n)| (key, u64::try_from(n).unwrap_or(0)))
+            .collect())
+    }
+
     pub(crate) async fn stats(&self, now_ms: i64) -> Result<TaskStats> {
         let q = &self.stats;
         let count = |n: i64| u64::try_from(n).unwrap_or(0);
@@ -359,23 +369,13 @@ where
             .map_err(backend)?;
         Ok(TaskStats {
             at_ms: now_ms,
-            by_status: self
-                .pairs(&q.by_status, now_ms)
-                .await?
-                .into_iter()
-                .map(|(status, n)| (status, count(n)))
-                .collect(),
+            by_status: self.counts(&q.by_status, now_ms).await?,
             queued: count(queued),
             // A queued task's lease ended one millisecond before it was
             // queued.
             oldest_queued: waiting(self.pairs(&q.oldest_queued, now_ms).await?, 1),
             oldest_input_required: waiting(self.pairs(&q.oldest_input, now_ms).await?, 0),
-            running_by_holder: self
-                .pairs(&q.running, now_ms)
-                .await?
-                .into_iter()
-                .map(|(holder, n)| (holder, count(n)))
-                .collect(),
+            running_by_holder: self.counts(&q.running, now_ms).await?,
         })
     }
 }

@@ -83,21 +83,16 @@ impl SqlOptions {
     /// These options with those a `--store` URL carries, and the URL
     /// without them: `table=NAME` ([`with_table`](Self::with_table)).
     pub(crate) fn with_url_options(mut self, url: &str) -> Result<(Self, String), String> {
-        let Some((base, query)) = url.split_once('?') else {
-            return Ok((self, url.to_owned()));
-        };
-        let mut rest = Vec::new();
-        for pair in query.split('&').filter(|p| !p.is_empty()) {
-            match pair.split_once('=') {
-                Some(("table", name)) => self = self.with_table(name).map_err(|e| e.to_string())?,
-                _ => rest.push(pair),
+        let url = crate::store::url::take_params(url, |name, value| {
+            if name != "table" {
+                return Ok(false);
             }
-        }
-        let url = if rest.is_empty() {
-            base.to_owned()
-        } else {
-            format!("{base}?{}", rest.join("&"))
-        };
+            self.table = SqlOptions::new()
+                .with_table(value)
+                .map_err(|e| e.to_string())?
+                .table;
+            Ok(true)
+        })?;
         Ok((self, url))
     }
 }
