@@ -257,6 +257,9 @@ impl TaskLayer {
     /// An operator's handle on every task of this layer's store (see
     /// [`Operator`]): its cancels trip the token of a handler this layer
     /// runs at once, as `tasks/cancel` does. No MCP request reaches it.
+    /// Take it from the finished layer: each `with_*` setter makes a new
+    /// engine, and an operator taken before it stops this layer's handlers
+    /// only through the store.
     pub fn operator(&self) -> Operator {
         Operator::of(Arc::clone(&self.engine))
     }

@@ -13,7 +13,7 @@ use std::sync::atomic::Ordering;
 
 use common::*;
 use mcp_task_layer::store::{Error, TaskQuery};
-use mcp_task_layer::{CancelOutcome, Operator, TaskStatus};
+use mcp_task_layer::{CancelOutcome, TaskStatus};
 use serde_json::json;
 
 fn cancelled_handlers(client: &Client) -> usize {
@@ -136,7 +136,7 @@ async fn a_store_only_operator_stops_a_handler_in_another_layer_on_sqlite() {
         .with_lease_ttl(std::time::Duration::from_millis(300));
     let client = Client::new(runner).as_owner("alice");
     let id = client.start("hang", json!({})).await;
-    let operator = Operator::new(SqliteStore::connect(&url).await.unwrap());
+    let operator = mcp_task_layer::Operator::new(SqliteStore::connect(&url).await.unwrap());
     assert_eq!(
         operator.cancel(&id).await.unwrap(),
         CancelOutcome::Cancelled
@@ -157,7 +157,7 @@ async fn a_store_only_operator_stops_a_handler_in_another_layer_on_postgres() {
         layer_on(tables.store(&table).await).with_lease_ttl(std::time::Duration::from_secs(600));
     let mut client = Client::new(runner).as_owner("alice");
     let id = client.start("hang", json!({})).await;
-    let operator = Operator::new(tables.store(&table).await);
+    let operator = mcp_task_layer::Operator::new(tables.store(&table).await);
     assert_eq!(
         operator.cancel(&id).await.unwrap(),
         CancelOutcome::Cancelled
@@ -165,6 +165,29 @@ async fn a_store_only_operator_stops_a_handler_in_another_layer_on_postgres() {
     eventually(|| cancelled_handlers(&client) == 1, "the handler stopped").await;
     client.wait_for(&id, TaskStatus::Cancelled).await;
     tables.drop_all().await;
+}
+
+/// The same on Redis, whose pub/sub change feed carries the cancel.
+#[cfg(feature = "redis")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_only_operator_stops_a_handler_in_another_layer_on_redis() {
+    let Some(url) = common::redis_db::url() else {
+        return;
+    };
+    let prefixes = common::redis_db::Prefixes::new(&url, "operator");
+    let prefix = prefixes.next();
+    let runner =
+        layer_on(prefixes.store(&prefix).await).with_lease_ttl(std::time::Duration::from_secs(600));
+    let mut client = Client::new(runner).as_owner("alice");
+    let id = client.start("hang", json!({})).await;
+    let operator = mcp_task_layer::Operator::new(prefixes.store(&prefix).await);
+    assert_eq!(
+        operator.cancel(&id).await.unwrap(),
+        CancelOutcome::Cancelled
+    );
+    eventually(|| cancelled_handlers(&client) == 1, "the handler stopped").await;
+    client.wait_for(&id, TaskStatus::Cancelled).await;
+    prefixes.drop_all().await;
 }
 
 /// Records sealed at rest come back sealed to an operator without the
@@ -186,7 +209,7 @@ async fn sealed_tasks_stay_sealed_without_the_keys() {
         opened.arguments.as_ref().unwrap().get(),
         r#"{"secret":"hunter2"}"#
     );
-    let blind = Operator::new(raw);
+    let blind = mcp_task_layer::Operator::new(raw);
     let sealed = blind.get(&id).await.unwrap().unwrap();
     assert!(sealed.arguments.is_none() && sealed.sealed.contains_key("arguments"));
     let listed = blind.list(&TaskQuery::new()).await.unwrap();
