@@ -436,7 +436,7 @@ fn stats_json(stats: &TaskStats) -> Value {
     let mut v = serde_json::to_value(stats).unwrap_or_default();
     for key in ["oldest_queued", "oldest_input_required"] {
         if let Some(since) = v[key]["since_ms"].as_i64() {
-            v[key]["age_ms"] = (stats.at_ms - since).max(0).into();
+            v[key]["age_ms"] = stats.at_ms.saturating_sub(since).max(0).into();
         }
     }
     v
@@ -462,7 +462,11 @@ pub(crate) async fn stats(args: StatsArgs) -> Result<(), String> {
     .collect();
     rows.push(vec!["queued".to_owned(), stats.queued.to_string()]);
     let waiting = |w: &Option<mcp_task_layer::store::WaitingTask>| match w {
-        Some(w) => format!("{} for {}", w.id, age((stats.at_ms - w.since_ms).max(0))),
+        Some(w) => format!(
+            "{} for {}",
+            w.id,
+            age(i64::try_from(stats.waited(w).as_millis()).unwrap_or(i64::MAX))
+        ),
         None => "-".to_owned(),
     };
     rows.push(vec![

@@ -16,6 +16,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde::Serialize;
 
@@ -356,6 +357,13 @@ impl TaskStats {
     /// How many live tasks are in `status`.
     pub fn count(&self, status: TaskStatus) -> u64 {
         self.by_status.get(status.as_str()).copied().unwrap_or(0)
+    }
+
+    /// How long `task` (one of the oldest waiting) had waited when the
+    /// figures were read.
+    pub fn waited(&self, task: &WaitingTask) -> Duration {
+        let ms = self.at_ms.saturating_sub(task.since_ms).max(0);
+        Duration::from_millis(u64::try_from(ms).unwrap_or(0))
     }
 
     /// Stats taken at `now_ms` from every live task, one at a time: what a

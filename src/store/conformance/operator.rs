@@ -278,6 +278,10 @@ pub async fn operator_counts_tasks_and_waits<S: TaskStore>(store: S) {
         "queued at lease end + 1"
     );
     assert_eq!(stats.oldest_input_required, waiting("ask1", T0 + 4));
+    if let Some(w) = &stats.oldest_input_required {
+        let waited = u64::try_from(now - (T0 + 4)).unwrap_or(0);
+        assert_eq!(stats.waited(w), std::time::Duration::from_millis(waited));
+    }
     let running: Vec<(&str, u64)> = stats
         .running_by_holder
         .iter()
