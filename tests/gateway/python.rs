@@ -81,7 +81,7 @@ async fn an_upstream_elicitation_round_trips_through_tasks_update_into_the_same_
         .await;
     assert_eq!(common::ok(&ack)["resultType"], "complete");
     let t = gw.status(&task, "completed").await;
-    assert_eq!(text(&t["result"]), "Deleted a.txt");
+    assert_eq!(text(&t["result"]), "Deleted a.txt.");
     // The same upstream call went on: the tool started once.
     let started = events(&file)
         .iter()
@@ -255,7 +255,7 @@ async fn a_question_within_the_auto_budget_makes_a_task_at_once_or_a_plain_mrtr_
     assert_eq!(common::err(&stolen).code, -32602);
 
     let done = gw.send26("tools/call", answer, false).await;
-    assert_eq!(text(common::ok(&done)), "Deleted d.txt");
+    assert_eq!(text(common::ok(&done)), "Deleted d.txt.");
     assert_eq!(
         events(&file)
             .iter()
@@ -348,11 +348,11 @@ async fn over_stdio_calls_asking_at_once_each_get_their_own_answer() {
     gw.send26("tasks/update", json!({ "taskId": a, "inputResponses": { ka: { "action": "accept", "content": { "confirm": true } } } }), true).await;
     assert_eq!(
         text(&gw.status(&a, "completed").await["result"]),
-        "Deleted a.txt"
+        "Deleted a.txt."
     );
     assert_ne!(
         text(&gw.status(&b, "completed").await["result"]),
-        "Deleted b.txt"
+        "Deleted b.txt."
     );
     gw.status(busy["taskId"].as_str().unwrap(), "completed")
         .await;
@@ -415,7 +415,7 @@ async fn the_process_bound_holds_and_a_waiting_call_does_not_hold_a_process() {
         .await;
     assert_eq!(
         text(&gw.status(&a, "completed").await["result"]),
-        "Deleted a.txt"
+        "Deleted a.txt."
     );
     assert_eq!(
         text(&gw.call("greet", json!({ "name": "z" })).await),
