@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::{BoxFuture, Lease, Result, TaskRecord};
+use super::{BoxFuture, Result, TaskRecord};
 use crate::protocol::TaskStatus;
 
 /// The most tasks one page holds.
@@ -397,7 +397,11 @@ impl TaskStats {
         match (r.status, &r.lease) {
             (TaskStatus::Working, Some(lease)) if lease.is_queued() => {
                 self.queued += 1;
-                older(&mut self.oldest_queued, &r.id, queued_since(lease));
+                older(
+                    &mut self.oldest_queued,
+                    &r.id,
+                    queued_since_ms(lease.until_ms),
+                );
             }
             (TaskStatus::Working, Some(lease)) if lease.until_ms >= now_ms => {
                 *self
@@ -411,30 +415,12 @@ impl TaskStats {
             _ => {}
         }
     }
-
-    /// The queue and lease figures of `working` records (the other fields
-    /// untouched): for stores that count statuses another way.
-    pub fn tally_leases<'a>(&mut self, working: impl IntoIterator<Item = &'a TaskRecord>) {
-        let now_ms = self.at_ms;
-        for r in working {
-            if r.status == TaskStatus::Working && !r.is_expired(now_ms) {
-                let mut other = TaskStats::default();
-                other.saw(r, now_ms);
-                self.queued += other.queued;
-                if let Some(w) = other.oldest_queued {
-                    older(&mut self.oldest_queued, &w.id, w.since_ms);
-                }
-                for (holder, n) in other.running_by_holder {
-                    *self.running_by_holder.entry(holder).or_default() += n;
-                }
-            }
-        }
-    }
 }
 
-/// When a queued task was queued: its lease ended one millisecond before.
-pub(crate) fn queued_since(lease: &Lease) -> i64 {
-    lease.until_ms.saturating_add(1)
+/// When a queued task was queued, of its lease end: the lease ended one
+/// millisecond before.
+pub(crate) fn queued_since_ms(lease_until_ms: i64) -> i64 {
+    lease_until_ms.saturating_add(1)
 }
 
 /// Keep in `slot` whichever waits longer (the smaller id on a tie).

@@ -218,6 +218,7 @@ impl RedisStore {
             .arg(f.key_ttl)
             .arg(&k.channel)
             .arg(&k.status_head)
+            .arg(f.holder)
             .invoke_async(&mut self.conn()?)
             .await
             .map_err(backend)

@@ -9,8 +9,8 @@ use super::fields::decode;
 use super::keys::member;
 use super::{backend, RedisStore};
 use crate::protocol::TaskStatus;
-use crate::store::operator::{OperatorStore, TaskQuery, TaskStats, WaitingTask};
-use crate::store::{BoxFuture, Error, Result, TaskRecord};
+use crate::store::operator::{queued_since_ms, OperatorStore, TaskQuery, TaskStats, WaitingTask};
+use crate::store::{BoxFuture, Error, Lease, Result, TaskRecord};
 
 /// Members read per `list` call beyond what a page still lacks.
 const SLACK: usize = 16;
@@ -132,18 +132,28 @@ impl RedisStore {
                 since_ms,
             });
         }
-        let leased: Vec<String> = self
+        let fleet: Vec<String> = self
             .read(|mut conn| {
-                let mut invocation = self.inner.scripts.leased.key(&k.leases);
-                invocation.arg(now_ms).arg(&k.task_head);
+                let mut invocation = self.inner.scripts.fleet.key(&k.leases);
+                invocation.arg(now_ms).arg(&k.task_head).arg(Lease::QUEUED);
                 async move { invocation.invoke_async(&mut conn).await }
             })
             .await?;
-        let leased = leased
-            .iter()
-            .map(|json| decode(json))
-            .collect::<Result<Vec<_>>>()?;
-        stats.tally_leases(&leased);
+        let number =
+            |text: &str| -> Result<i64> { text.parse().map_err(|e| Error::Decode(Box::new(e))) };
+        if let [queued, first, first_at, holders @ ..] = &fleet[..] {
+            stats.queued = u64::try_from(number(queued)?).unwrap_or(0);
+            if !first.is_empty() {
+                stats.oldest_queued = Some(WaitingTask {
+                    id: first.clone(),
+                    since_ms: queued_since_ms(number(first_at)?),
+                });
+            }
+            for pair in holders.chunks_exact(2) {
+                let n = u64::try_from(number(&pair[1])?).unwrap_or(0);
+                stats.running_by_holder.insert(pair[0].clone(), n);
+            }
+        }
         Ok(stats)
     }
 
@@ -173,7 +183,8 @@ impl RedisStore {
 }
 
 /// Counts are the status indexes' sizes less their expired members; the
-/// queue and the running tasks read every `working` task under a lease.
+/// queue and the running tasks read the holder and lease end of every
+/// `working` task under a lease, in the server.
 impl OperatorStore for RedisStore {
     fn find<'a>(
         &'a self,

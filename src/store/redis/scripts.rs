@@ -6,7 +6,8 @@
 //! A task is the hash `<prefix>:task:{<id>}`: `v` (version), `rec` (the
 //! record's JSON), `exp` (`expires_at_ms`, or empty), `lease` (the lease
 //! end of a `working` task, or empty), `st` (status), `upd`
-//! (`updated_at_ms`), and `lk`/`lm`, its list index and member there. The
+//! (`updated_at_ms`), `hold` (the lease holder of a `working` task, or
+//! empty), and `lk`/`lm`, its list index and member there. The
 //! same member is in `<prefix>:ops:all` and in `<prefix>:ops:st:<status>`,
 //! the operator's indexes.
 
@@ -15,7 +16,7 @@ use redis::Script;
 /// The write scripts' arguments. KEYS: task, expiry, leases, list, all.
 /// ARGV: id, expected version (empty for `create`), version, record, exp,
 /// lease, status, updated, list member, key TTL in ms (or empty), channel,
-/// the status index head.
+/// the status index head, the lease holder (or empty).
 ///
 /// `create`: 1 if created, 0 if the id exists. Announced only for a task
 /// created queued for a worker (its lease ended before it was made), so
@@ -23,7 +24,7 @@ use redis::Script;
 const CREATE: &str = r"
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 redis.call('HSET', KEYS[1], 'v', ARGV[3], 'rec', ARGV[4], 'exp', ARGV[5], 'lease', ARGV[6],
-    'st', ARGV[7], 'upd', ARGV[8], 'lk', KEYS[4], 'lm', ARGV[9])
+    'st', ARGV[7], 'upd', ARGV[8], 'lk', KEYS[4], 'lm', ARGV[9], 'hold', ARGV[13])
 if ARGV[5] ~= '' then redis.call('ZADD', KEYS[2], ARGV[5], ARGV[1]) end
 if ARGV[6] ~= '' then redis.call('ZADD', KEYS[3], ARGV[6], ARGV[1]) end
 redis.call('ZADD', KEYS[4], 0, ARGV[9])
@@ -47,7 +48,7 @@ local old = redis.call('HMGET', KEYS[1], 'v', 'st', 'upd', 'lease', 'lk', 'lm')
 if not old[1] then return 0 end
 if old[1] ~= ARGV[2] then return 1 end
 redis.call('HSET', KEYS[1], 'v', ARGV[3], 'rec', ARGV[4], 'exp', ARGV[5], 'lease', ARGV[6],
-    'st', ARGV[7], 'upd', ARGV[8], 'lk', KEYS[4], 'lm', ARGV[9])
+    'st', ARGV[7], 'upd', ARGV[8], 'lk', KEYS[4], 'lm', ARGV[9], 'hold', ARGV[13])
 if old[5] ~= KEYS[4] or old[6] ~= ARGV[9] then
     if old[5] then redis.call('ZREM', old[5], old[6]) end
     redis.call('ZADD', KEYS[4], 0, ARGV[9])
@@ -138,15 +139,32 @@ if best then out[#out + 1] = best; out[#out + 1] = tostring(best_at) end
 return out
 ";
 
-/// The `working` records under a lease (queued or running), live at ARGV
-/// now. KEYS: leases. ARGV: now, the task key head.
-const LEASED: &str = r"
-local out, now = {}, tonumber(ARGV[1])
+/// An operator's view of the fleet, from the `working` tasks under a
+/// lease. KEYS: leases. ARGV: now, the task key head, the queue's holder
+/// name. The number queued, the id and lease end of the one queued first
+/// (or two empty strings), then a holder and its count of tasks under a
+/// live lease, for each holder.
+const FLEET: &str = r"
+local now, queued, first, first_at, first_text, running = tonumber(ARGV[1]), 0, '', nil, '', {}
 for _, id in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
-    local r = redis.call('HMGET', ARGV[2] .. id .. '}', 'rec', 'exp', 'st')
-    if r[1] and r[3] == 'working' and (r[2] == '' or tonumber(r[2]) > now) then
-        out[#out + 1] = r[1]
+    local r = redis.call('HMGET', ARGV[2] .. id .. '}', 'hold', 'lease', 'exp', 'st')
+    if r[4] == 'working' and r[2] and r[2] ~= '' and (r[3] == '' or tonumber(r[3]) > now) then
+        local lease = tonumber(r[2])
+        if r[1] == ARGV[3] then
+            queued = queued + 1
+            if not first_at or lease < first_at or (lease == first_at and id < first) then
+                first, first_at, first_text = id, lease, r[2]
+            end
+        elseif lease >= now then
+            local holder = r[1] or ''
+            running[holder] = (running[holder] or 0) + 1
+        end
     end
+end
+local out = {tostring(queued), first, first_text}
+for holder, n in pairs(running) do
+    out[#out + 1] = holder
+    out[#out + 1] = tostring(n)
 end
 return out
 ";
@@ -202,7 +220,7 @@ pub(super) struct Scripts {
     pub(super) orphans: Script,
     pub(super) purge: Script,
     pub(super) stats: Script,
-    pub(super) leased: Script,
+    pub(super) fleet: Script,
 }
 
 impl Scripts {
@@ -215,7 +233,7 @@ impl Scripts {
             orphans: Script::new(ORPHANS),
             purge: Script::new(&format!("{DELETE}{PURGE}")),
             stats: Script::new(STATS),
-            leased: Script::new(LEASED),
+            fleet: Script::new(FLEET),
         }
     }
 
@@ -229,7 +247,7 @@ impl Scripts {
             &self.orphans,
             &self.purge,
             &self.stats,
-            &self.leased,
+            &self.fleet,
         ]
     }
 }
