@@ -15,7 +15,8 @@ use std::collections::hash_map::Entry;
 use std::collections::{BTreeSet, HashMap};
 use std::hash::BuildHasher;
 use std::ops::Bound;
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock, PoisonError, RwLock};
 
 use self::compact::Done;
 use self::id::Id;
@@ -60,6 +61,12 @@ struct Inner {
     shards: Box<[RwLock<Shard>]>,
     owners: Box<[RwLock<OwnerIndex>]>,
     hasher: Hasher64,
+    /// Whether writes keep each shard's `created` index: from the first
+    /// operator call on (`operator.rs`), so that a store no operator reads
+    /// spends no memory on it.
+    keep_created: AtomicBool,
+    /// Set once the `created` indexes hold every record.
+    created_ready: OnceLock<()>,
 }
 
 /// Owner key and era → `(created_at_ms, id)` of each of its records: a
@@ -86,8 +93,8 @@ struct Shard {
     /// `(queued at, id)` for every record waiting for a worker: only
     /// queued execution writes here.
     queue: BTreeSet<(i64, Id)>,
-    /// `(created_at_ms, id)` of every record: an operator's listing walks
-    /// it newest first.
+    /// `(created_at_ms, id)` of every record once an operator has asked
+    /// (`Inner::keep_created`): its listing walks it newest first.
     created: BTreeSet<(i64, Id)>,
 }
 
@@ -131,6 +138,8 @@ impl MemoryStore {
                 shards: (0..SHARDS).map(|_| RwLock::default()).collect(),
                 owners: (0..SHARDS).map(|_| RwLock::default()).collect(),
                 hasher: Hasher64::default(),
+                keep_created: AtomicBool::new(false),
+                created_ready: OnceLock::new(),
             }),
         }
     }
@@ -181,7 +190,9 @@ impl MemoryStore {
             if let Some(at) = queued {
                 shard.queue.insert((at, id.clone()));
             }
-            shard.created.insert((created, id.clone()));
+            if self.inner.keep_created.load(Ordering::Acquire) {
+                shard.created.insert((created, id.clone()));
+            }
         }
         write(self.owner_shard(owner.as_deref()))
             .entry((owner, era))
