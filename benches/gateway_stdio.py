@@ -81,11 +81,8 @@ def rss_kb(pid):
 
 
 def children(pid):
-    try:
-        with open(f'/proc/{pid}/task/{pid}/children') as f:
-            return [int(c) for c in f.read().split()]
-    except OSError:
-        return []
+    out = subprocess.run(['pgrep', '-P', str(pid)], capture_output=True, text=True).stdout
+    return [int(c) for c in out.split()]
 
 
 def round_of(peer, modern):
@@ -132,14 +129,14 @@ def memory():
     gw.call('tools/call', {'name': 'echo', 'arguments': {'text': 'x'}})
     before = rss_kb(gw.p.pid)
     ups_before = sum(rss_kb(c) for c in children(gw.p.pid))
-    tasks = []
+    # One after another, as idle tasks pile up: each waits for input
+    # before the next is made.
     for i in range(IDLE):
         r = gw.call('tools/call', {'name': 'confirm_delete', 'arguments': {'filename': f'f{i}'},
                                    '_meta': meta})
-        tasks.append(r['result']['taskId'])
-    for t in tasks:
+        t = r['result']['taskId']
         while gw.call('tasks/get', {'taskId': t, '_meta': meta})['result']['status'] != 'input_required':
-            time.sleep(0.01)
+            time.sleep(0.001)
     after = rss_kb(gw.p.pid)
     ups = children(gw.p.pid)
     ups_after = sum(rss_kb(c) for c in ups)

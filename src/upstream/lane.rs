@@ -64,10 +64,29 @@ pub(crate) struct Lane {
 /// answers stay on it as residents (their upstream request waits for our
 /// response and cannot ask again), and each goes on only once the lane has
 /// no active call.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug)]
 pub(crate) struct Usage {
     pub(crate) active: bool,
     pub(crate) residents: usize,
+    /// When the lane last had no call at all.
+    pub(crate) idle_since: Instant,
+}
+
+impl Default for Usage {
+    fn default() -> Self {
+        Usage {
+            active: false,
+            residents: 0,
+            idle_since: Instant::now(),
+        }
+    }
+}
+
+impl Usage {
+    /// No call uses the lane.
+    pub(crate) fn is_empty(&self) -> bool {
+        !self.active && self.residents == 0
+    }
 }
 
 impl Lane {

@@ -83,6 +83,10 @@ impl UpstreamTarget {
 /// How long the handshake may take.
 const HANDSHAKE: Duration = Duration::from_secs(30);
 
+/// A lane beyond the first that no call has used for this long is closed
+/// (its process ends).
+const LANE_IDLE: Duration = Duration::from_secs(60);
+
 /// The upstream, as the gateway uses it.
 pub(crate) struct Upstream {
     target: UpstreamTarget,
@@ -205,6 +209,9 @@ impl Drop for Lease {
                 } else {
                     usage.active = false;
                 }
+                if usage.is_empty() {
+                    usage.idle_since = std::time::Instant::now();
+                }
             }
             self.wake();
         }
@@ -234,6 +241,7 @@ impl Upstream {
         });
         let primary = up.new_lane();
         up.lock_lanes().push(primary);
+        tokio::spawn(close_idle_lanes(Weak::clone(&up.me)));
         up
     }
 
@@ -305,30 +313,24 @@ impl Upstream {
         }
     }
 
-    /// A lane taken as a new call's: one with no call at all first (a live
-    /// one before one still starting), then one without an active call and
-    /// the fewest residents, then a new one while under the bound.
+    /// A lane taken as a new call's: one without an active call, the
+    /// fewest residents first (a live one before one still starting); a new
+    /// one only when every lane runs a call, up to the bound. Idle tasks
+    /// cost no process of their own: a resident resumes once its lane runs
+    /// nothing else.
     fn free_lane(&self) -> Option<Arc<Lane>> {
         let mut lanes = self.lock_lanes();
-        let rank = |l: &Arc<Lane>| {
-            let u = *l.usage();
-            (!u.active).then_some((u.residents, !l.is_up()))
-        };
-        let best = lanes
+        let idle = lanes
             .iter()
-            .filter_map(|l| rank(l).map(|r| (r, l)))
-            .min_by_key(|(r, _)| *r)
-            .map(|(r, l)| (r, Arc::clone(l)));
-        match best {
-            Some(((0, _), lane)) => {
-                lane.usage().active = true;
-                return Some(lane);
-            }
-            Some((_, lane)) if lanes.len() >= self.max_lanes => {
-                lane.usage().active = true;
-                return Some(lane);
-            }
-            _ => {}
+            .filter_map(|l| {
+                let u = *l.usage();
+                (!u.active).then_some(((u.residents, !l.is_up()), l))
+            })
+            .min_by_key(|(rank, _)| *rank)
+            .map(|(_, l)| Arc::clone(l));
+        if let Some(lane) = idle {
+            lane.usage().active = true;
+            return Some(lane);
         }
         if lanes.len() < self.max_lanes {
             let lane = self.new_lane();
@@ -415,5 +417,25 @@ impl Drop for Upstream {
         for lane in self.lock_lanes().iter() {
             lane.stop();
         }
+    }
+}
+
+/// Close the lanes beyond the first that no call used for [`LANE_IDLE`],
+/// while the upstream lives.
+async fn close_idle_lanes(up: Weak<Upstream>) {
+    loop {
+        tokio::time::sleep(LANE_IDLE / 2).await;
+        let Some(up) = up.upgrade() else { return };
+        let mut lanes = up.lock_lanes();
+        let mut index = 0;
+        lanes.retain(|lane| {
+            index += 1;
+            let usage = *lane.usage();
+            let idle = index > 1 && usage.is_empty() && usage.idle_since.elapsed() >= LANE_IDLE;
+            if idle {
+                lane.stop();
+            }
+            !idle
+        });
     }
 }

@@ -152,28 +152,38 @@ async fn cancel_ends_the_upstream_call() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancelling_a_task_that_waits_for_input_cancels_its_upstream_call() {
-    let (_dir, file) = events_file();
-    let Some(up) = python(&file) else { return };
-    let gw = Gateway::start(up, &[("confirm_delete", TaskPolicy::Task)]).await;
-    let r = gw
-        .call("confirm_delete", json!({ "filename": "b.txt" }))
-        .await;
-    let task = r["taskId"].as_str().unwrap().to_owned();
-    gw.status(&task, "input_required").await;
-    assert_eq!(gw.proxy.calls_in_flight(), (1, 1));
-    gw.send26("tasks/cancel", json!({ "taskId": task }), true)
-        .await;
-    for _ in 0..600 {
-        if gw.proxy.calls_in_flight() == (0, 0) {
-            break;
+    // A `task` tool's call is parked with its task known; an `auto` tool's
+    // question makes the task, so its call is parked before its task id is
+    // known, and found when the task ends.
+    for policy in [
+        TaskPolicy::Task,
+        TaskPolicy::Auto {
+            within: Duration::from_secs(20),
+        },
+    ] {
+        let (_dir, file) = events_file();
+        let Some(up) = python(&file) else { return };
+        let gw = Gateway::start(up, &[("confirm_delete", policy)]).await;
+        let r = gw
+            .call("confirm_delete", json!({ "filename": "b.txt" }))
+            .await;
+        let task = r["taskId"].as_str().unwrap().to_owned();
+        gw.status(&task, "input_required").await;
+        assert_eq!(gw.proxy.calls_in_flight(), (1, 1));
+        gw.send26("tasks/cancel", json!({ "taskId": task }), true)
+            .await;
+        for _ in 0..600 {
+            if gw.proxy.calls_in_flight() == (0, 0) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(
+            gw.proxy.calls_in_flight(),
+            (0, 0),
+            "{policy:?}: the parked call is forgotten"
+        );
     }
-    assert_eq!(
-        gw.proxy.calls_in_flight(),
-        (0, 0),
-        "the parked call is forgotten"
-    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -421,4 +431,43 @@ async fn the_process_bound_holds_and_a_waiting_call_does_not_hold_a_process() {
         text(&gw.call("greet", json!({ "name": "z" })).await),
         "Hello, z!"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clients_cancel_of_a_synchronous_call_reaches_the_upstream() {
+    let (_dir, file) = events_file();
+    let Some(up) = python(&file) else { return };
+    let gw = Gateway::start(up, &[("slow_compute", TaskPolicy::Sync)]).await;
+    // A 2025-11-25 call that is no task: the client's cancel is the only
+    // way to stop it.
+    let call = {
+        let gw = gw.as_owner("alice");
+        tokio::spawn(async move {
+            gw.send_with_id(
+                77,
+                "tools/call",
+                json!({ "name": "slow_compute", "arguments": { "seconds": 60, "label": "sync" } }),
+            )
+            .await
+        })
+    };
+    event(&file, "started slow_compute").await;
+    // Another caller's cancel of the same request id changes nothing.
+    gw.as_owner("mallory")
+        .notify("notifications/cancelled", json!({ "requestId": 77 }))
+        .await;
+    assert_eq!(gw.proxy.cancellable_requests(), 1);
+    gw.notify(
+        "notifications/cancelled",
+        json!({ "requestId": 77, "reason": "changed my mind" }),
+    )
+    .await;
+    event(&file, "cancelled sync").await;
+    let resp = call.await.unwrap();
+    assert!(
+        common::err(&resp).message.contains("cancelled"),
+        "{:?}",
+        common::err(&resp)
+    );
+    assert_eq!(gw.proxy.cancellable_requests(), 0);
 }
