@@ -11,7 +11,7 @@ use tower_layer::Layer;
 use crate::config::{Config, Execution, OwnerFn, Recovery, TaskPolicy};
 use crate::jsonrpc::JsonRpcRequest;
 use crate::limits::Limits;
-use crate::runtime::{DrainReport, Engine, TaskEvent, TaskWorker};
+use crate::runtime::{DrainReport, Engine, Operator, TaskEvent, TaskWorker};
 use crate::service::TaskService;
 use crate::store::{MemoryStore, TaskStore};
 
@@ -252,6 +252,16 @@ impl TaskLayer {
     /// The store the layer keeps tasks in.
     pub fn store(&self) -> &Arc<dyn TaskStore> {
         &self.engine.store
+    }
+
+    /// An operator's handle on every task of this layer's store (see
+    /// [`Operator`]): its cancels trip the token of a handler this layer
+    /// runs at once, as `tasks/cancel` does. No MCP request reaches it.
+    /// Take it from the finished layer: each `with_*` setter makes a new
+    /// engine, and an operator taken before it stops this layer's handlers
+    /// only through the store.
+    pub fn operator(&self) -> Operator {
+        Operator::of(Arc::clone(&self.engine))
     }
 }
 

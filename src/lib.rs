@@ -141,7 +141,10 @@ pub use protocol::{
     DetailedTask, InputRequest, InputRequests, InputResponses, Task, TaskMetadata,
     TaskPollDecision, TaskStatus,
 };
-pub use runtime::{DrainReport, TaskEvent, TaskHandle, TaskWorker, MAX_STATUS_MESSAGE_BYTES};
+pub use runtime::{
+    CancelOutcome, DrainReport, Operator, TaskEvent, TaskHandle, TaskWorker,
+    MAX_STATUS_MESSAGE_BYTES,
+};
 pub use service::TaskService;
 #[cfg(feature = "stdio")]
 #[cfg_attr(docsrs, doc(cfg(feature = "stdio")))]

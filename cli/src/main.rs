@@ -13,6 +13,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod gateway;
+mod operator;
 mod policy;
 
 /// Durable MCP tasks for any MCP server.
@@ -28,6 +29,17 @@ enum Command {
     /// Serve an MCP server with durable tasks: an MCP client to the
     /// upstream, an MCP server with tasks to everyone else.
     Gateway(gateway::Args),
+    /// List tasks of every owner, newest first.
+    List(operator::ListArgs),
+    /// Show one task: its status, times, worker, arguments, what it waits
+    /// for, its result or error.
+    Show(operator::ShowArgs),
+    /// Cancel one task (its handler stops wherever it runs).
+    Cancel(operator::CancelArgs),
+    /// Delete finished tasks older than a duration.
+    Purge(operator::PurgeArgs),
+    /// Counts by status, the oldest waiting tasks, running tasks by worker.
+    Stats(operator::StatsArgs),
 }
 
 fn main() -> ExitCode {
@@ -55,6 +67,11 @@ fn main() -> ExitCode {
     let outcome = runtime.block_on(async {
         match cli.command {
             Command::Gateway(args) => gateway::run(args).await,
+            Command::List(args) => operator::list(args).await,
+            Command::Show(args) => operator::show(args).await,
+            Command::Cancel(args) => operator::cancel(args).await,
+            Command::Purge(args) => operator::purge(args).await,
+            Command::Stats(args) => operator::stats(args).await,
         }
     });
     match outcome {

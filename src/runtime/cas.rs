@@ -19,6 +19,10 @@ pub(crate) enum Reader<'a> {
     Caller { owner: Option<&'a str>, era: Era },
     /// This replica's runner of the task.
     Runner,
+    /// An operator ([`Operator`](crate::Operator)): any task, read as
+    /// stored (a record sealed at rest with its sealed fields, not as
+    /// unreadable).
+    Operator,
 }
 
 /// What a writer decided after reading the record.
@@ -81,10 +85,14 @@ impl Engine {
         mut decide: impl FnMut(&TaskRecord) -> Result<Decision<T>, E>,
     ) -> Result<Outcome<T>, CasError<E>> {
         for _ in 0..MAX_CAS_RETRIES {
-            let found = store::opened_found(self.store.get(id, self.now_ms()).await)
-                .map_err(CasError::Read)?;
+            let found = self.store.get(id, self.now_ms()).await;
+            let found = match reader {
+                Reader::Operator => found,
+                _ => store::opened_found(found),
+            }
+            .map_err(CasError::Read)?;
             let record = match (found, reader) {
-                (Some(r), Reader::Runner) => r,
+                (Some(r), Reader::Runner | Reader::Operator) => r,
                 (Some(r), Reader::Caller { owner, era }) if may_see(&r, owner, era) => r,
                 _ => return Err(CasError::Gone),
             };

@@ -171,13 +171,17 @@ pub(crate) fn finished_at_once(working: &TaskRecord, answer: HandlerAnswer) -> T
 
 /// The next version of a task its client cancels.
 pub(crate) fn cancelled(record: &TaskRecord, now_ms: i64) -> TaskRecord {
+    cancelled_because(record, now_ms, "The task was cancelled by the client.")
+}
+
+/// The next version of a task an operator cancels.
+pub(crate) fn cancelled_by_operator(record: &TaskRecord, now_ms: i64) -> TaskRecord {
+    cancelled_because(record, now_ms, "The task was cancelled by an operator.")
+}
+
+fn cancelled_because(record: &TaskRecord, now_ms: i64, why: &str) -> TaskRecord {
     let mut next = next_finished(record, now_ms);
-    finish(
-        &mut next,
-        TaskStatus::Cancelled,
-        None,
-        Some("The task was cancelled by the client.".into()),
-    );
+    finish(&mut next, TaskStatus::Cancelled, None, Some(why.into()));
     next.cancel_requested = true;
     next
 }

@@ -10,6 +10,14 @@ use super::RedisStore;
 use super::SqliteStore;
 use super::{Error, MemoryStore, Result, TaskStore};
 
+/// The default SQL options with those `url` carries, and the URL left.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+fn sql_options(url: &str) -> Result<(super::SqlOptions, String)> {
+    super::SqlOptions::default()
+        .with_url_options(url)
+        .map_err(|e| Error::Backend(e.into()))
+}
+
 /// Open the store a URL names, with the default options:
 ///
 /// | URL | store | feature |
@@ -18,6 +26,9 @@ use super::{Error, MemoryStore, Result, TaskStore};
 /// | `sqlite:PATH`, `sqlite://PATH`, `sqlite::memory:` | `SqliteStore` (the file is created if missing) | `sqlite` |
 /// | `postgres://…`, `postgresql://…` | `PostgresStore` | `postgres` |
 /// | `redis://HOST[:PORT][/DB][?prefix=NAME]`, `rediss://…`, `valkey://…` | `RedisStore` | `redis` |
+///
+/// A SQL store's URL may name its table: `?table=NAME` (default
+/// `mcp_tasks`; the other query parameters go to the driver).
 ///
 /// SQL stores are migrated before this returns; a Redis store has checked
 /// the server's eviction policy and loaded its scripts. A URL scheme this build has
@@ -42,7 +53,10 @@ pub async fn connect(url: &str) -> Result<Arc<dyn TaskStore>> {
     }
     if url.starts_with("sqlite:") {
         #[cfg(feature = "sqlite")]
-        return Ok(Arc::new(SqliteStore::connect(url).await?));
+        {
+            let (options, url) = sql_options(url)?;
+            return Ok(Arc::new(SqliteStore::connect_with(&url, options).await?));
+        }
         #[cfg(not(feature = "sqlite"))]
         return Err(Error::Unsupported(
             "sqlite: URLs in a build without the `sqlite` feature",
@@ -50,7 +64,10 @@ pub async fn connect(url: &str) -> Result<Arc<dyn TaskStore>> {
     }
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
         #[cfg(feature = "postgres")]
-        return Ok(Arc::new(PostgresStore::connect(url).await?));
+        {
+            let (options, url) = sql_options(url)?;
+            return Ok(Arc::new(PostgresStore::connect_with(&url, options).await?));
+        }
         #[cfg(not(feature = "postgres"))]
         return Err(Error::Unsupported(
             "postgres:// URLs in a build without the `postgres` feature",

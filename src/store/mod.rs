@@ -18,6 +18,11 @@
 //!   expired and safe to run from several places at once.
 //! - [`list`](TaskStore::list) (optional) returns one owner's records of one
 //!   era, never anyone else's.
+//! - [`operator`](TaskStore::operator) (optional, but the conformance suite
+//!   asks for it) hands out the store's [`OperatorStore`]: every record,
+//!   across owners and eras, by a [`TaskQuery`], newest first and paged by
+//!   keyset on an index; counts ([`TaskStats`]); purges of finished
+//!   records.
 //!
 //! A store shared by several replicas may also report changes written by
 //! any of them ([`changes`](TaskStore::changes)); the layer then stops a
@@ -66,18 +71,26 @@ use crate::protocol::{InputRequest, InputResponses, TaskStatus};
 pub mod conformance;
 mod connect;
 mod memory;
+mod operator;
 #[cfg(feature = "redis")]
 mod redis;
 #[cfg(feature = "seal")]
 mod sealed;
+mod shared;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod sql;
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "redis"))]
+mod url;
 
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub use self::redis::{InvalidPrefix, RedisOptions, RedisStore, DEFAULT_PREFIX};
 pub use connect::connect;
 pub use memory::MemoryStore;
+pub use operator::{
+    InvalidCursor, OperatorStore, TaskCursor, TaskPage, TaskQuery, TaskStats, WaitingTask,
+    DEFAULT_PAGE, MAX_PAGE,
+};
 #[cfg(feature = "seal")]
 #[cfg_attr(docsrs, doc(cfg(feature = "seal")))]
 pub use sealed::{SealKeyError, SealKeyRing, SealedStore, SEAL_KEY_BYTES};
@@ -538,63 +551,11 @@ pub trait TaskStore: fmt::Debug + Send + Sync + 'static {
         let _ = (id, now_ms);
         None
     }
-}
 
-impl<T: TaskStore + ?Sized> TaskStore for Arc<T> {
-    fn create(&self, record: TaskRecord) -> BoxFuture<'_, Result<()>> {
-        (**self).create(record)
-    }
-    fn get<'a>(
-        &'a self,
-        id: &'a str,
-        now_ms: i64,
-    ) -> BoxFuture<'a, Result<Option<Arc<TaskRecord>>>> {
-        (**self).get(id, now_ms)
-    }
-    fn replace(&self, record: TaskRecord, expected_version: u64) -> BoxFuture<'_, Result<()>> {
-        (**self).replace(record, expected_version)
-    }
-    fn delete_expired(&self, now_ms: i64, limit: usize) -> BoxFuture<'_, Result<Vec<String>>> {
-        (**self).delete_expired(now_ms, limit)
-    }
-    fn create_shared(&self, record: Arc<TaskRecord>) -> BoxFuture<'_, Result<()>> {
-        (**self).create_shared(record)
-    }
-    fn replace_shared(
-        &self,
-        record: Arc<TaskRecord>,
-        expected_version: u64,
-    ) -> BoxFuture<'_, Result<()>> {
-        (**self).replace_shared(record, expected_version)
-    }
-    fn list<'a>(
-        &'a self,
-        owner: Option<&'a str>,
-        era: Era,
-        after: Option<(i64, &'a str)>,
-        limit: usize,
-        now_ms: i64,
-    ) -> BoxFuture<'a, Result<Vec<Arc<TaskRecord>>>> {
-        (**self).list(owner, era, after, limit, now_ms)
-    }
-    fn orphans(&self, now_ms: i64, limit: usize) -> BoxFuture<'_, Result<Vec<Arc<TaskRecord>>>> {
-        (**self).orphans(now_ms, limit)
-    }
-    fn runnable(&self, now_ms: i64, limit: usize) -> BoxFuture<'_, Result<Vec<Arc<TaskRecord>>>> {
-        (**self).runnable(now_ms, limit)
-    }
-    fn claim_runnable<'a>(
-        &'a self,
-        now_ms: i64,
-        limit: usize,
-        pick: &'a mut (dyn FnMut(&TaskRecord) -> Option<TaskRecord> + Send),
-    ) -> BoxFuture<'a, Result<Vec<Arc<TaskRecord>>>> {
-        (**self).claim_runnable(now_ms, limit, pick)
-    }
-    fn changes(&self) -> Option<tokio::sync::broadcast::Receiver<TaskChange>> {
-        (**self).changes()
-    }
-    fn get_ready(&self, id: &str, now_ms: i64) -> Option<Result<Option<Arc<TaskRecord>>>> {
-        (**self).get_ready(id, now_ms)
+    /// What this store offers an operator (every task, across owners and
+    /// eras: list, count, purge), if it offers it; `None` by default. See
+    /// [`OperatorStore`] and [`Operator`](crate::Operator).
+    fn operator(&self) -> Option<&dyn OperatorStore> {
+        None
     }
 }

@@ -115,7 +115,12 @@ async fn redis_expiry_is_exact_and_the_key_ttl_only_a_safety_net() {
     keys.sort();
     assert_eq!(
         keys,
-        [format!("{prefix}:list:modern:=alice"), key("forever")],
+        [
+            format!("{prefix}:list:modern:=alice"),
+            format!("{prefix}:ops:all"),
+            format!("{prefix}:ops:st:working"),
+            key("forever")
+        ],
         "the reaped task left no key and no index entry"
     );
     p.drop_all().await;

@@ -9,7 +9,7 @@ use crate::runtime::cas::{Decision, Outcome, Reader};
 use crate::runtime::detach::run_to_completion;
 use crate::runtime::engine::Engine;
 use crate::runtime::{transition, wire};
-use crate::store::Era;
+use crate::store::{Era, TaskRecord};
 
 impl Engine {
     /// Run to completion: once the cancel is written, the handler's token
@@ -58,14 +58,22 @@ impl Engine {
         let Outcome::Wrote { prev, next, .. } = written else {
             return Ok(Reply::Ack);
         };
-        let local = self.registry.forget(&next.id);
-        self.publish(prev.status, &next, local.as_ref());
-        if let Some(local) = local {
-            local.token.cancel();
-        }
+        self.after_cancel(&prev, &next);
         Ok(match era {
             Era::Legacy => Reply::Value(wire::legacy::task_value(&next)),
             _ => Reply::Ack,
         })
+    }
+
+    /// A cancel was written (by a client or an operator): publish it and
+    /// trip the handler's token if it runs here. A handler on another
+    /// replica stops when that replica hears of the change (its store's
+    /// change feed, or its next lease heartbeat at the latest).
+    pub(crate) fn after_cancel(&self, prev: &TaskRecord, next: &TaskRecord) {
+        let local = self.registry.forget(&next.id);
+        self.publish(prev.status, next, local.as_ref());
+        if let Some(local) = local {
+            local.token.cancel();
+        }
     }
 }

@@ -13,7 +13,8 @@
 //! ```
 //!
 //! Every check panics with a message naming the broken rule, like an
-//! `assert!` in a test.
+//! `assert!` in a test. A store must offer the operator API
+//! ([`TaskStore::operator`]) to pass.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -24,8 +25,14 @@ use super::{Era, Error, TaskOutcome, TaskRecord, TaskStore};
 use crate::json::JsonText;
 use crate::protocol::TaskStatus;
 
+mod operator;
 mod runnable;
 
+pub use operator::{
+    operator_counts_tasks_and_waits, operator_lists_every_task_with_filters,
+    operator_pages_by_cursor, operator_pages_stay_stable_under_concurrent_writes,
+    operator_purges_only_finished_tasks,
+};
 pub use runnable::{
     claims_take_the_oldest_runnable_once, orphans_are_working_tasks_whose_lease_ran_out,
 };
@@ -55,6 +62,11 @@ where
     orphans_are_working_tasks_whose_lease_ran_out(make().await).await;
     ready_reads_agree_with_get(make().await).await;
     claims_take_the_oldest_runnable_once(make().await).await;
+    operator_lists_every_task_with_filters(make().await).await;
+    operator_pages_by_cursor(make().await).await;
+    operator_pages_stay_stable_under_concurrent_writes(make().await).await;
+    operator_counts_tasks_and_waits(make().await).await;
+    operator_purges_only_finished_tasks(make().await).await;
 }
 
 /// A created record reads back equal; an unknown id reads as `None`.

@@ -21,7 +21,7 @@ pub(super) struct Done {
     pub(super) version: u64,
     round: u32,
     pub(super) era: Era,
-    status: TaskStatus,
+    pub(super) status: TaskStatus,
     cancel_requested: bool,
     outcome: Kept,
     /// Byte lengths in `text` of the owner, the tool name and the status

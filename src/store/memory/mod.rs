@@ -6,6 +6,7 @@
 
 mod compact;
 mod id;
+mod operator;
 mod slot;
 #[cfg(test)]
 mod tests;
@@ -14,7 +15,8 @@ use std::collections::hash_map::Entry;
 use std::collections::{BTreeSet, HashMap};
 use std::hash::BuildHasher;
 use std::ops::Bound;
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock, PoisonError, RwLock};
 
 use self::compact::Done;
 use self::id::Id;
@@ -59,6 +61,12 @@ struct Inner {
     shards: Box<[RwLock<Shard>]>,
     owners: Box<[RwLock<OwnerIndex>]>,
     hasher: Hasher64,
+    /// Whether writes keep each shard's `created` index: from the first
+    /// operator call on (`operator.rs`), so that a store no operator reads
+    /// spends no memory on it.
+    keep_created: AtomicBool,
+    /// Set once the `created` indexes hold every record.
+    created_ready: OnceLock<()>,
 }
 
 /// Owner key and era → `(created_at_ms, id)` of each of its records: a
@@ -85,7 +93,28 @@ struct Shard {
     /// `(queued at, id)` for every record waiting for a worker: only
     /// queued execution writes here.
     queue: BTreeSet<(i64, Id)>,
+    /// `(created_at_ms, id)` of every record once an operator has asked
+    /// (`Inner::keep_created`): its listing walks it newest first.
+    created: BTreeSet<(i64, Id)>,
 }
+
+impl Shard {
+    /// Take record `id` out of the map and every index of the shard.
+    fn remove(&mut self, id: &Id) -> Option<Slot> {
+        let slot = self.tasks.remove(id)?;
+        if let Some(at) = slot.queued_at() {
+            self.queue.remove(&(at, id.clone()));
+        }
+        if let Some(at) = slot.expires_at_ms() {
+            self.expiry.remove(&(at, id.clone()));
+        }
+        self.created.remove(&(slot.created_at_ms(), id.clone()));
+        Some(slot)
+    }
+}
+
+/// A record removed from its shard, still in its owner index.
+type Gone = (usize, OwnerKey, i64, Id);
 
 impl Default for MemoryStore {
     fn default() -> Self {
@@ -109,6 +138,8 @@ impl MemoryStore {
                 shards: (0..SHARDS).map(|_| RwLock::default()).collect(),
                 owners: (0..SHARDS).map(|_| RwLock::default()).collect(),
                 hasher: Hasher64::default(),
+                keep_created: AtomicBool::new(false),
+                created_ready: OnceLock::new(),
             }),
         }
     }
@@ -159,6 +190,9 @@ impl MemoryStore {
             if let Some(at) = queued {
                 shard.queue.insert((at, id.clone()));
             }
+            if self.inner.keep_created.load(Ordering::Acquire) {
+                shard.created.insert((created, id.clone()));
+            }
         }
         write(self.owner_shard(owner.as_deref()))
             .entry((owner, era))
@@ -183,6 +217,7 @@ impl MemoryStore {
                 tasks,
                 expiry,
                 queue,
+                ..
             } = &mut *guard;
             let slot = match tasks.get_mut(&id) {
                 None => return Err(Error::NotFound),
@@ -215,7 +250,7 @@ impl MemoryStore {
     }
 
     fn delete_expired_now(&self, now_ms: i64, limit: usize) -> Vec<String> {
-        let mut gone: Vec<(usize, OwnerKey, i64, Id)> = Vec::new();
+        let mut gone: Vec<Gone> = Vec::new();
         // Freed after the shard locks are released.
         let mut freed: Vec<Slot> = Vec::new();
         for lock in self.inner.shards.iter() {
@@ -241,19 +276,15 @@ impl MemoryStore {
                         Some((at, _)) if *at <= now_ms => {}
                         _ => break,
                     }
-                    let Some((_, id)) = shard.expiry.pop_first() else {
+                    let Some((_, id)) = shard.expiry.first().cloned() else {
                         break;
                     };
                     taken += 1;
-                    if let Some(slot) = shard.tasks.remove(&id) {
-                        if let Some(at) = slot.queued_at() {
-                            shard.queue.remove(&(at, id.clone()));
-                        }
-                        let owner = slot.owner().map(str::to_owned);
-                        let index = self.owner_shard_index(owner.as_deref());
-                        let key = (owner, slot.era());
-                        gone.push((index, key, slot.created_at_ms(), id));
+                    if let Some(slot) = shard.remove(&id) {
+                        gone.push(self.gone(&slot, id));
                         freed.push(slot);
+                    } else {
+                        shard.expiry.pop_first();
                     }
                 }
                 // Give back the table a burst of tasks grew once most of it
@@ -272,7 +303,20 @@ impl MemoryStore {
                 }
             }
         }
-        // One lock per owner shard touched, not one per record.
+        self.unindex_owners(gone)
+    }
+
+    /// What `slot` (of task `id`, just removed from its shard) leaves in
+    /// the owner index.
+    fn gone(&self, slot: &Slot, id: Id) -> Gone {
+        let owner = slot.owner().map(str::to_owned);
+        let index = self.owner_shard_index(owner.as_deref());
+        (index, (owner, slot.era()), slot.created_at_ms(), id)
+    }
+
+    /// Drop removed records from the owner index, one lock per owner shard
+    /// touched (not one per record); their ids.
+    fn unindex_owners(&self, mut gone: Vec<Gone>) -> Vec<String> {
         gone.sort_unstable_by_key(|g| g.0);
         for batch in gone.chunk_by(|a, b| a.0 == b.0) {
             let mut owners = write(&self.inner.owners[batch[0].0]);
@@ -423,5 +467,9 @@ impl TaskStore for MemoryStore {
         Box::pin(std::future::ready(Ok(
             self.list_now(owner, era, after, limit, now_ms)
         )))
+    }
+
+    fn operator(&self) -> Option<&dyn super::OperatorStore> {
+        Some(self)
     }
 }

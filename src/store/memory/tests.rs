@@ -238,3 +238,36 @@ async fn reaping_most_of_a_burst_gives_the_maps_memory_back() {
         assert!(store.get(&format!("k{i}"), 5).await.unwrap().is_some());
     }
 }
+
+/// The creation index costs nothing until an operator asks; from then on
+/// it holds the records stored before and those written after, and loses
+/// the reaped ones.
+#[tokio::test]
+async fn the_creation_index_is_built_at_the_first_operator_call() {
+    use crate::store::{OperatorStore, TaskQuery};
+
+    let store = MemoryStore::new();
+    let make = |id: &str, created: i64| {
+        TaskRecord::new(id, Era::Modern, "t", Value::Null, created, Some(10))
+    };
+    let indexed = |store: &MemoryStore| -> usize {
+        store
+            .inner
+            .shards
+            .iter()
+            .map(|s| read(s).created.len())
+            .sum()
+    };
+    let query = TaskQuery::new();
+    store.create(make("before", 1)).await.unwrap();
+    assert_eq!(indexed(&store), 0, "no operator yet, no index");
+    let found = store.find(&query, 5).await.unwrap();
+    assert_eq!(found[0].id, "before");
+    store.create(make("after", 2)).await.unwrap();
+    let found = store.find(&query, 5).await.unwrap();
+    let ids: Vec<&str> = found.iter().map(|r| r.id.as_str()).collect();
+    assert_eq!(ids, ["after", "before"]);
+    assert_eq!(indexed(&store), 2);
+    assert_eq!(store.delete_expired(100, 10).await.unwrap().len(), 2);
+    assert_eq!(indexed(&store), 0, "reaped records leave the index");
+}

@@ -21,6 +21,9 @@ pub(super) struct Fields {
     pub(super) expires: String,
     /// The lease end of a `working` task, or empty: what `orphans` reads.
     pub(super) lease: String,
+    /// The lease holder of a `working` task, or empty: what an operator's
+    /// counts read.
+    pub(super) holder: String,
     pub(super) status: &'static str,
     pub(super) updated: String,
     pub(super) member: String,
@@ -41,15 +44,16 @@ impl Fields {
                     .saturating_add(KEY_TTL_MARGIN_MS)
             })
             .filter(|ttl| *ttl <= MAX_KEY_TTL_MS);
-        let lease = match (&r.status, &r.lease) {
-            (TaskStatus::Working, Some(lease)) => Some(lease.until_ms),
-            _ => None,
+        let (lease, holder) = match (&r.status, &r.lease) {
+            (TaskStatus::Working, Some(lease)) => (Some(lease.until_ms), lease.holder.as_str()),
+            _ => (None, ""),
         };
         Ok(Fields {
             version: r.version.to_string(),
             record,
             expires: text(expires),
             lease: text(lease),
+            holder: holder.to_owned(),
             status: r.status.as_str(),
             updated: r.updated_at_ms.to_string(),
             member: member_of(r),

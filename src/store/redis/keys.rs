@@ -14,6 +14,11 @@ pub(super) struct Keys {
     pub(super) leases: String,
     /// The pub/sub channel of the change feed.
     pub(super) channel: String,
+    /// ZSET of every task's list member (score 0): an operator's listing.
+    pub(super) all: String,
+    /// `<prefix>:ops:st:` — with a status appended, the ZSET of the list
+    /// members of the tasks in that status.
+    pub(super) status_head: String,
 }
 
 impl Keys {
@@ -24,7 +29,14 @@ impl Keys {
             expiry: format!("{prefix}:expiry"),
             leases: format!("{prefix}:leases"),
             channel: format!("{prefix}:changes"),
+            all: format!("{prefix}:ops:all"),
+            status_head: format!("{prefix}:ops:st:"),
         }
+    }
+
+    /// The operator's index of the tasks in `status`.
+    pub(super) fn status(&self, status: crate::protocol::TaskStatus) -> String {
+        format!("{}{}", self.status_head, status.as_str())
     }
 
     /// The hash of task `id`. The id is the key's hash tag, so a task's key

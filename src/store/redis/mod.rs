@@ -21,6 +21,7 @@ use crate::store::{BoxFuture, Era, Error, Result, TaskChange, TaskRecord, TaskSt
 mod feed;
 mod fields;
 mod keys;
+mod operator;
 mod options;
 mod scripts;
 
@@ -204,6 +205,7 @@ impl RedisStore {
             .key(&k.expiry)
             .key(&k.leases)
             .key(k.list(record.owner.as_deref(), record.era))
+            .key(&k.all)
             .arg(&record.id)
             .arg(expected_version.map(|v| v.to_string()).unwrap_or_default())
             .arg(f.version)
@@ -215,6 +217,8 @@ impl RedisStore {
             .arg(f.member)
             .arg(f.key_ttl)
             .arg(&k.channel)
+            .arg(&k.status_head)
+            .arg(f.holder)
             .invoke_async(&mut self.conn()?)
             .await
             .map_err(backend)
@@ -278,9 +282,11 @@ impl RedisStore {
             .reap
             .key(&k.expiry)
             .key(&k.leases)
+            .key(&k.all)
             .arg(now_ms)
             .arg(limit)
             .arg(&k.task_head)
+            .arg(&k.status_head)
             .invoke_async(&mut self.conn()?)
             .await
             .map_err(backend)
@@ -426,6 +432,10 @@ impl TaskStore for RedisStore {
 
     fn orphans(&self, now_ms: i64, limit: usize) -> BoxFuture<'_, Result<Vec<Arc<TaskRecord>>>> {
         Box::pin(self.orphan_records(now_ms, limit))
+    }
+
+    fn operator(&self) -> Option<&dyn crate::store::OperatorStore> {
+        Some(self)
     }
 
     fn changes(&self) -> Option<broadcast::Receiver<TaskChange>> {

@@ -69,14 +69,14 @@ impl RedisOptions {
     /// Take this crate's options (`prefix`, `allow_eviction`) out of a
     /// URL's query; the rest of the URL is the client's.
     pub(crate) fn with_url_options(mut self, url: &str) -> Result<(Self, String), String> {
-        let Some((base, query)) = url.split_once('?') else {
-            return Ok((self, url.to_owned()));
-        };
-        let mut rest = Vec::new();
-        for pair in query.split('&').filter(|p| !p.is_empty()) {
-            let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+        let url = crate::store::url::take_params(url, |name, value| {
             match name {
-                "prefix" => self = self.with_prefix(value).map_err(|e| e.to_string())?,
+                "prefix" => {
+                    self.prefix = RedisOptions::new()
+                        .with_prefix(value)
+                        .map_err(|e| e.to_string())?
+                        .prefix;
+                }
                 "allow_eviction" => {
                     self.allow_eviction = match value {
                         "true" | "1" | "yes" => true,
@@ -84,14 +84,10 @@ impl RedisOptions {
                         _ => return Err(format!("allow_eviction={value:?}: use true or false")),
                     }
                 }
-                _ => rest.push(pair),
+                _ => return Ok(false),
             }
-        }
-        let url = if rest.is_empty() {
-            base.to_owned()
-        } else {
-            format!("{base}?{}", rest.join("&"))
-        };
+            Ok(true)
+        })?;
         Ok((self, url))
     }
 }

@@ -6,13 +6,17 @@
 //! A task is the hash `<prefix>:task:{<id>}`: `v` (version), `rec` (the
 //! record's JSON), `exp` (`expires_at_ms`, or empty), `lease` (the lease
 //! end of a `working` task, or empty), `st` (status), `upd`
-//! (`updated_at_ms`), and `lk`/`lm`, its list index and member there.
+//! (`updated_at_ms`), `hold` (the lease holder of a `working` task, or
+//! empty), and `lk`/`lm`, its list index and member there. The
+//! same member is in `<prefix>:ops:all` and in `<prefix>:ops:st:<status>`,
+//! the operator's indexes.
 
 use redis::Script;
 
-/// The write scripts' arguments. KEYS: task, expiry, leases, list. ARGV:
-/// id, expected version (empty for `create`), version, record, exp, lease,
-/// status, updated, list member, key TTL in ms (or empty), channel.
+/// The write scripts' arguments. KEYS: task, expiry, leases, list, all.
+/// ARGV: id, expected version (empty for `create`), version, record, exp,
+/// lease, status, updated, list member, key TTL in ms (or empty), channel,
+/// the status index head, the lease holder (or empty).
 ///
 /// `create`: 1 if created, 0 if the id exists. Announced only for a task
 /// created queued for a worker (its lease ended before it was made), so
@@ -20,10 +24,12 @@ use redis::Script;
 const CREATE: &str = r"
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 redis.call('HSET', KEYS[1], 'v', ARGV[3], 'rec', ARGV[4], 'exp', ARGV[5], 'lease', ARGV[6],
-    'st', ARGV[7], 'upd', ARGV[8], 'lk', KEYS[4], 'lm', ARGV[9])
+    'st', ARGV[7], 'upd', ARGV[8], 'lk', KEYS[4], 'lm', ARGV[9], 'hold', ARGV[13])
 if ARGV[5] ~= '' then redis.call('ZADD', KEYS[2], ARGV[5], ARGV[1]) end
 if ARGV[6] ~= '' then redis.call('ZADD', KEYS[3], ARGV[6], ARGV[1]) end
 redis.call('ZADD', KEYS[4], 0, ARGV[9])
+redis.call('ZADD', KEYS[5], 0, ARGV[9])
+redis.call('ZADD', ARGV[12] .. ARGV[7], 0, ARGV[9])
 if ARGV[10] ~= '' then redis.call('PEXPIRE', KEYS[1], ARGV[10]) end
 if ARGV[6] ~= '' and tonumber(ARGV[6]) < tonumber(ARGV[8]) then
     redis.call('PUBLISH', ARGV[11], ARGV[3] .. ' ' .. ARGV[7] .. ' ' .. ARGV[1])
@@ -42,11 +48,14 @@ local old = redis.call('HMGET', KEYS[1], 'v', 'st', 'upd', 'lease', 'lk', 'lm')
 if not old[1] then return 0 end
 if old[1] ~= ARGV[2] then return 1 end
 redis.call('HSET', KEYS[1], 'v', ARGV[3], 'rec', ARGV[4], 'exp', ARGV[5], 'lease', ARGV[6],
-    'st', ARGV[7], 'upd', ARGV[8], 'lk', KEYS[4], 'lm', ARGV[9])
+    'st', ARGV[7], 'upd', ARGV[8], 'lk', KEYS[4], 'lm', ARGV[9], 'hold', ARGV[13])
 if old[5] ~= KEYS[4] or old[6] ~= ARGV[9] then
     if old[5] then redis.call('ZREM', old[5], old[6]) end
     redis.call('ZADD', KEYS[4], 0, ARGV[9])
 end
+if old[2] ~= ARGV[7] and old[6] then redis.call('ZREM', ARGV[12] .. old[2], old[6]) end
+redis.call('ZADD', KEYS[5], 0, ARGV[9])
+redis.call('ZADD', ARGV[12] .. ARGV[7], 0, ARGV[9])
 if ARGV[5] ~= '' then redis.call('ZADD', KEYS[2], ARGV[5], ARGV[1])
 else redis.call('ZREM', KEYS[2], ARGV[1]) end
 if ARGV[6] ~= '' then redis.call('ZADD', KEYS[3], ARGV[6], ARGV[1])
@@ -59,30 +68,117 @@ end
 return 2
 ";
 
-/// `delete_expired`. KEYS: expiry, leases. ARGV: now, limit, the task key
-/// head. The ids deleted: the whole batch is one script, so replicas
-/// reaping at once take disjoint batches.
-const REAP: &str = r"
-local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, ARGV[2])
-for _, id in ipairs(ids) do
-    local key = ARGV[3] .. id .. '}'
-    local index = redis.call('HMGET', key, 'lk', 'lm')
-    if index[1] then redis.call('ZREM', index[1], index[2]) end
+/// Delete task `id` (its key is `head .. id .. '}'`) and its index
+/// entries. KEYS: expiry, leases, all; `sh`: the status index head. The
+/// shared body of `REAP` and `PURGE`.
+const DELETE: &str = r"
+local function delete(head, id, sh)
+    local key = head .. id .. '}'
+    local index = redis.call('HMGET', key, 'lk', 'lm', 'st')
+    if index[1] then
+        redis.call('ZREM', index[1], index[2])
+        redis.call('ZREM', KEYS[3], index[2])
+        redis.call('ZREM', sh .. index[3], index[2])
+    end
     redis.call('DEL', key)
     redis.call('ZREM', KEYS[1], id)
     redis.call('ZREM', KEYS[2], id)
+    return index
 end
+";
+
+/// `delete_expired`. KEYS: expiry, leases, all. ARGV: now, limit, the task
+/// key head, the status index head. The ids deleted: the whole batch is one
+/// script, so replicas reaping at once take disjoint batches.
+const REAP: &str = r"
+local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, ARGV[2])
+for _, id in ipairs(ids) do delete(ARGV[3], id, ARGV[4]) end
 return ids
 ";
 
-/// `list`. KEYS: the list index. ARGV: now, limit, the exclusive upper
-/// bound (`+` or `(<member>`), the task key head. Records, newest first,
+/// An operator's purge. KEYS: expiry, leases, all. ARGV: the task key
+/// head, the status index head, then the ids. Deletes those still stored
+/// and terminal; how many.
+const PURGE: &str = r"
+local n = 0
+for i = 3, #ARGV do
+    local st = redis.call('HGET', ARGV[1] .. ARGV[i] .. '}', 'st')
+    if st == 'completed' or st == 'failed' or st == 'cancelled' then
+        delete(ARGV[1], ARGV[i], ARGV[2])
+        n = n + 1
+    end
+end
+return n
+";
+
+/// An operator's counts. KEYS: expiry, then each status index. ARGV: now,
+/// the task key head, the status index head. For each status index its
+/// size less its expired members (reaped soon), then the id and
+/// `updated_at_ms` of the live `input_required` task that changed
+/// first (or nothing).
+const STATS: &str = r"
+local now, out, expired = tonumber(ARGV[1]), {}, {}
+for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now)) do
+    local st = redis.call('HGET', ARGV[2] .. id .. '}', 'st')
+    if st then expired[st] = (expired[st] or 0) + 1 end
+end
+for i = 2, #KEYS do
+    local st = string.sub(KEYS[i], #ARGV[3] + 1)
+    out[#out + 1] = redis.call('ZCARD', KEYS[i]) - (expired[st] or 0)
+end
+local best, best_at = nil, nil
+for _, m in ipairs(redis.call('ZRANGE', ARGV[3] .. 'input_required', 0, -1)) do
+    local id = string.sub(m, 22)
+    local r = redis.call('HMGET', ARGV[2] .. id .. '}', 'upd', 'exp')
+    if r[1] and (r[2] == '' or tonumber(r[2]) > now) then
+        local at = tonumber(r[1])
+        if not best or at < best_at or (at == best_at and id < best) then best, best_at = id, at end
+    end
+end
+if best then out[#out + 1] = best; out[#out + 1] = tostring(best_at) end
+return out
+";
+
+/// An operator's view of the fleet, from the `working` tasks under a
+/// lease. KEYS: leases. ARGV: now, the task key head, the queue's holder
+/// name. The number queued, the id and lease end of the one queued first
+/// (or two empty strings), then a holder and its count of tasks under a
+/// live lease, for each holder.
+const FLEET: &str = r"
+local now, queued, first, first_at, first_text, running = tonumber(ARGV[1]), 0, '', nil, '', {}
+for _, id in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
+    local r = redis.call('HMGET', ARGV[2] .. id .. '}', 'hold', 'lease', 'exp', 'st')
+    if r[4] == 'working' and r[2] and r[2] ~= '' and (r[3] == '' or tonumber(r[3]) > now) then
+        local lease = tonumber(r[2])
+        if r[1] == ARGV[3] then
+            queued = queued + 1
+            if not first_at or lease < first_at or (lease == first_at and id < first) then
+                first, first_at, first_text = id, lease, r[2]
+            end
+        elseif lease >= now then
+            local holder = r[1] or ''
+            running[holder] = (running[holder] or 0) + 1
+        end
+    end
+end
+local out = {tostring(queued), first, first_text}
+for holder, n in pairs(running) do
+    out[#out + 1] = holder
+    out[#out + 1] = tostring(n)
+end
+return out
+";
+
+/// `list`. KEYS: the list index (or an operator's). ARGV: now, limit, the
+/// exclusive upper bound (`+` or `(<member>`), the task key head, and
+/// optionally the lower bound (`-` by default). Records, newest first,
 /// skipping expired ones; members whose task is gone (deleted by the key
 /// TTL) are dropped from the index.
 const LIST: &str = r"
 local out, now, limit, max = {}, tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
+local min = ARGV[5] or '-'
 while #out < limit do
-    local batch = redis.call('ZREVRANGEBYLEX', KEYS[1], max, '-', 'LIMIT', 0, limit - #out)
+    local batch = redis.call('ZREVRANGEBYLEX', KEYS[1], max, min, 'LIMIT', 0, limit - #out)
     if #batch == 0 then break end
     for _, m in ipairs(batch) do
         local r = redis.call('HMGET', ARGV[4] .. string.sub(m, 22) .. '}', 'rec', 'exp')
@@ -122,6 +218,9 @@ pub(super) struct Scripts {
     pub(super) reap: Script,
     pub(super) list: Script,
     pub(super) orphans: Script,
+    pub(super) purge: Script,
+    pub(super) stats: Script,
+    pub(super) fleet: Script,
 }
 
 impl Scripts {
@@ -129,20 +228,26 @@ impl Scripts {
         Scripts {
             create: Script::new(CREATE),
             replace: Script::new(REPLACE),
-            reap: Script::new(REAP),
+            reap: Script::new(&format!("{DELETE}{REAP}")),
             list: Script::new(LIST),
             orphans: Script::new(ORPHANS),
+            purge: Script::new(&format!("{DELETE}{PURGE}")),
+            stats: Script::new(STATS),
+            fleet: Script::new(FLEET),
         }
     }
 
     /// All of them, to load at connect.
-    pub(super) fn all(&self) -> [&Script; 5] {
+    pub(super) fn all(&self) -> [&Script; 8] {
         [
             &self.create,
             &self.replace,
             &self.reap,
             &self.list,
             &self.orphans,
+            &self.purge,
+            &self.stats,
+            &self.fleet,
         ]
     }
 }

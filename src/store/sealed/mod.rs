@@ -3,6 +3,7 @@
 
 mod envelope;
 mod keyring;
+mod operator;
 
 use std::sync::Arc;
 
@@ -184,5 +185,11 @@ impl<S: TaskStore> TaskStore for SealedStore<S> {
         self.inner
             .get_ready(id, now_ms)
             .map(|found| found.map(|r| r.map(|r| self.open(r))))
+    }
+    /// Offered when the store underneath offers it.
+    fn operator(&self) -> Option<&dyn super::OperatorStore> {
+        self.inner
+            .operator()
+            .map(|_| self as &dyn super::OperatorStore)
     }
 }

@@ -1,5 +1,6 @@
 //! [`SqlCore`]: the store primitives, written once for both engines.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use sqlx::{
@@ -7,9 +8,11 @@ use sqlx::{
 };
 
 use super::dialect::Engine;
+use super::operator::{self, Arg, Sql, StatsSql};
 use super::row::{backend, decode, era_name, records, to_i64, Columns};
 use super::statements::Statements;
 use crate::clock::unix_now_ms;
+use crate::store::operator::{TaskQuery, TaskStats, WaitingTask};
 use crate::store::{Era, Error, Result, TaskRecord};
 
 /// The store primitives over one engine's pools.
@@ -21,6 +24,7 @@ pub(crate) struct SqlCore<DB: Database> {
     pub(crate) writes: Pool<DB>,
     pub(crate) table: String,
     sql: Statements,
+    stats: StatsSql,
 }
 
 impl<DB> SqlCore<DB>
@@ -37,11 +41,13 @@ where
 {
     pub(crate) fn new(reads: Pool<DB>, writes: Pool<DB>, table: String) -> Self {
         let sql = Statements::new(&DB::DIALECT, &table);
+        let stats = StatsSql::new(&DB::DIALECT, &table);
         SqlCore {
             reads,
             writes,
             table,
             sql,
+            stats,
         }
     }
 
@@ -98,8 +104,8 @@ where
         tx.commit().await.map_err(backend)
     }
 
-    /// Bind a row's columns as `$1`..`$10`, in the order of `insert`
-    /// (and of `replace`, whose `$11` is the expected version).
+    /// Bind a row's columns as `$1`..`$11`, in the order of `insert`
+    /// (and of `replace`, whose `$12` is the expected version).
     fn bind_row<'q>(
         query: sqlx::query::Query<'q, DB, DB::Arguments>,
         c: &'q Columns,
@@ -115,6 +121,7 @@ where
             .bind(c.version)
             .bind(c.record.as_str())
             .bind(c.lease_until_ms)
+            .bind(c.tool_name.as_str())
     }
 
     pub(crate) async fn create(&self, record: TaskRecord) -> Result<()> {
@@ -278,6 +285,98 @@ where
             .await
             .map_err(backend)?;
         records(&rows)
+    }
+
+    // The operator API (`operator.rs` writes the SQL).
+
+    /// `s` with its parameters bound.
+    fn bound(s: &Sql) -> sqlx::query::Query<'_, DB, DB::Arguments> {
+        // Built from a validated table name, constants and placeholders.
+        let mut query = sqlx::query(AssertSqlSafe(s.text.as_str()));
+        for arg in &s.args {
+            query = match arg {
+                Arg::Int(n) => query.bind(*n),
+                Arg::Text(text) => query.bind(text.as_str()),
+            };
+        }
+        query
+    }
+
+    pub(crate) async fn find(
+        &self,
+        query: &TaskQuery,
+        now_ms: i64,
+    ) -> Result<Vec<Arc<TaskRecord>>> {
+        let s = operator::find(&DB::DIALECT, &self.table, query, now_ms);
+        let rows = Self::bound(&s)
+            .fetch_all(&self.reads)
+            .await
+            .map_err(backend)?;
+        records(&rows)
+    }
+
+    pub(crate) async fn purge(&self, query: &TaskQuery, now_ms: i64) -> Result<u64> {
+        let Some(s) = operator::purge(&DB::DIALECT, &self.table, query, now_ms) else {
+            return Ok(0);
+        };
+        let done = Self::bound(&s)
+            .execute(&self.writes)
+            .await
+            .map_err(backend)?;
+        Ok(DB::rows_affected(&done))
+    }
+
+    /// The `(text, number)` rows of statement `text` at `now_ms`.
+    async fn pairs(&self, text: &str, now_ms: i64) -> Result<Vec<(String, i64)>> {
+        let rows = sqlx::query(AssertSqlSafe(text))
+            .bind(now_ms)
+            .fetch_all(&self.reads)
+            .await
+            .map_err(backend)?;
+        rows.iter()
+            .map(|row| {
+                Ok((
+                    row.try_get(0).map_err(backend)?,
+                    row.try_get(1).map_err(backend)?,
+                ))
+            })
+            .collect()
+    }
+
+    /// The `(key, count)` rows of statement `text` at `now_ms`, as a map.
+    async fn counts(&self, text: &str, now_ms: i64) -> Result<BTreeMap<String, u64>> {
+        let rows = self.pairs(text, now_ms).await?;
+        Ok(rows
+            .into_iter()
+            .map(|(key, n)| (key, u64::try_from(n).unwrap_or(0)))
+            .collect())
+    }
+
+    pub(crate) async fn stats(&self, now_ms: i64) -> Result<TaskStats> {
+        let q = &self.stats;
+        let count = |n: i64| u64::try_from(n).unwrap_or(0);
+        let waiting = |rows: Vec<(String, i64)>, shift: i64| {
+            rows.into_iter().next().map(|(id, at)| WaitingTask {
+                id,
+                since_ms: at.saturating_add(shift),
+            })
+        };
+        let queued: i64 = sqlx::query(AssertSqlSafe(q.queued.as_str()))
+            .bind(now_ms)
+            .fetch_one(&self.reads)
+            .await
+            .and_then(|row| row.try_get(0))
+            .map_err(backend)?;
+        Ok(TaskStats {
+            at_ms: now_ms,
+            by_status: self.counts(&q.by_status, now_ms).await?,
+            queued: count(queued),
+            // A queued task's lease ended one millisecond before it was
+            // queued.
+            oldest_queued: waiting(self.pairs(&q.oldest_queued, now_ms).await?, 1),
+            oldest_input_required: waiting(self.pairs(&q.oldest_input, now_ms).await?, 0),
+            running_by_holder: self.counts(&q.running, now_ms).await?,
+        })
     }
 }
 

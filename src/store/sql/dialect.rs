@@ -26,6 +26,16 @@ pub(crate) struct Dialect {
     /// Appended to the query of runnable rows a claim reads: holds them
     /// for the claim's transaction, passing by rows another claim holds.
     pub(crate) claim_lock: &'static str,
+    /// The expression that reads the lease holder of a row.
+    pub(crate) lease_holder: &'static str,
+    /// The expression that reads a row's arguments as JSON text (`NULL`
+    /// when they are sealed or dropped).
+    pub(crate) arguments: &'static str,
+    /// The function `f(haystack, needle)` that is the needle's position,
+    /// above 0 when found.
+    pub(crate) contains: &'static str,
+    /// A delete of the rows whose ids `{ids}` selects, from `{t}`.
+    pub(crate) delete_ids: &'static str,
 }
 
 /// An engine the store runs on.

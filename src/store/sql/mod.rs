@@ -104,12 +104,46 @@ macro_rules! sql_task_store {
             ) -> Option<tokio::sync::broadcast::Receiver<$crate::store::TaskChange>> {
                 self.change_feed()
             }
+
+            fn operator(&self) -> Option<&dyn $crate::store::OperatorStore> {
+                Some(self)
+            }
+        }
+
+        impl $crate::store::OperatorStore for $store {
+            fn find<'a>(
+                &'a self,
+                query: &'a $crate::store::TaskQuery,
+                now_ms: i64,
+            ) -> $crate::store::BoxFuture<
+                'a,
+                $crate::store::Result<Vec<std::sync::Arc<$crate::store::TaskRecord>>>,
+            > {
+                Box::pin(self.core.find(query, now_ms))
+            }
+
+            fn stats(
+                &self,
+                now_ms: i64,
+            ) -> $crate::store::BoxFuture<'_, $crate::store::Result<$crate::store::TaskStats>>
+            {
+                Box::pin(self.core.stats(now_ms))
+            }
+
+            fn purge<'a>(
+                &'a self,
+                query: &'a $crate::store::TaskQuery,
+                now_ms: i64,
+            ) -> $crate::store::BoxFuture<'a, $crate::store::Result<u64>> {
+                Box::pin(self.core.purge(query, now_ms))
+            }
         }
     };
 }
 
 mod core;
 mod dialect;
+mod operator;
 mod options;
 #[cfg(feature = "postgres")]
 mod postgres;

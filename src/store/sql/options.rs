@@ -79,6 +79,22 @@ impl SqlOptions {
     pub fn table(&self) -> &str {
         &self.table
     }
+
+    /// These options with those a `--store` URL carries, and the URL
+    /// without them: `table=NAME` ([`with_table`](Self::with_table)).
+    pub(crate) fn with_url_options(mut self, url: &str) -> Result<(Self, String), String> {
+        let url = crate::store::url::take_params(url, |name, value| {
+            if name != "table" {
+                return Ok(false);
+            }
+            self.table = SqlOptions::new()
+                .with_table(value)
+                .map_err(|e| e.to_string())?
+                .table;
+            Ok(true)
+        })?;
+        Ok((self, url))
+    }
 }
 
 /// A table name [`SqlOptions::with_table`] refused.

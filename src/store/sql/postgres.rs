@@ -121,6 +121,18 @@ impl Engine for Postgres {
                  WHEN (NEW.lease_until_ms < NEW.created_at_ms) \
                  EXECUTE FUNCTION \"{n}_notify\"()",
             ],
+            &[
+                // 6: the operator API lists every task newest first, maybe
+                // of one status or one tool: an index for each, walked
+                // backwards from a page's cursor.
+                "ALTER TABLE {t} ADD COLUMN IF NOT EXISTS tool_name text COLLATE \"C\"",
+                "UPDATE {t} SET tool_name = record->>'tool_name' WHERE tool_name IS NULL",
+                "CREATE INDEX IF NOT EXISTS \"{n}_created_idx\" ON {t} (created_at_ms, id)",
+                "CREATE INDEX IF NOT EXISTS \"{n}_status_idx\" \
+                 ON {t} (status, created_at_ms, id)",
+                "CREATE INDEX IF NOT EXISTS \"{n}_tool_idx\" \
+                 ON {t} (tool_name, created_at_ms, id)",
+            ],
         ],
         migrations_table: "CREATE TABLE IF NOT EXISTS {m} (
             version bigint PRIMARY KEY,
@@ -141,6 +153,11 @@ impl Engine for Postgres {
         // Concurrent workers claim disjoint rows, each the oldest no other
         // claim holds, and none waits on another's.
         claim_lock: " FOR UPDATE SKIP LOCKED",
+        lease_holder: "(record->'lease'->>'holder')",
+        arguments: "(record->'arguments')::text",
+        contains: "strpos",
+        // `= ANY(ARRAY(…))`, as `reap`: a probe of the primary key.
+        delete_ids: "DELETE FROM {t} WHERE id = ANY(ARRAY({ids}))",
     };
 
     fn rows_affected(result: &PgQueryResult) -> u64 {

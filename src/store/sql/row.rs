@@ -26,6 +26,13 @@ pub(super) fn era_name(era: Era) -> &'static str {
     }
 }
 
+/// A tool name as the `tool_name` column holds it: PostgreSQL's text
+/// cannot hold NUL, so NUL is U+FFFD there (in the record, and so in what a
+/// read hands back, the name is kept exactly).
+pub(super) fn tool_column(name: &str) -> String {
+    name.replace('\0', "\u{FFFD}")
+}
+
 /// A record's row.
 pub(super) struct Columns {
     pub(super) id: String,
@@ -39,6 +46,8 @@ pub(super) struct Columns {
     pub(super) record: String,
     /// Set while `working` under a lease: what `orphans` looks for.
     pub(super) lease_until_ms: Option<i64>,
+    /// What an operator's listing filters on.
+    pub(super) tool_name: String,
 }
 
 impl Columns {
@@ -57,6 +66,7 @@ impl Columns {
             },
             id: r.id,
             owner: r.owner,
+            tool_name: tool_column(&r.tool_name),
             record,
         })
     }

@@ -57,6 +57,17 @@ impl Engine for Sqlite {
                  ON {t} (owner, era, created_at_ms, id)",
                 "DROP INDEX IF EXISTS \"{n}_owner_idx\"",
             ],
+            &[
+                // 4: the operator API lists every task newest first, maybe
+                // of one status or one tool: an index for each.
+                "ALTER TABLE {t} ADD COLUMN tool_name TEXT",
+                "UPDATE {t} SET tool_name = json_extract(record, '$.tool_name')",
+                "CREATE INDEX IF NOT EXISTS \"{n}_created_idx\" ON {t} (created_at_ms, id)",
+                "CREATE INDEX IF NOT EXISTS \"{n}_status_idx\" \
+                 ON {t} (status, created_at_ms, id)",
+                "CREATE INDEX IF NOT EXISTS \"{n}_tool_idx\" \
+                 ON {t} (tool_name, created_at_ms, id)",
+            ],
         ],
         migrations_table: "CREATE TABLE IF NOT EXISTS {m} (
             version INTEGER PRIMARY KEY NOT NULL,
@@ -74,6 +85,10 @@ impl Engine for Sqlite {
         // A claim's `BEGIN IMMEDIATE` holds the file's write lock: no other
         // claim reads until it commits.
         claim_lock: "",
+        lease_holder: "json_extract(record, '$.lease.holder')",
+        arguments: "json_extract(record, '$.arguments')",
+        contains: "instr",
+        delete_ids: "DELETE FROM {t} WHERE id IN ({ids})",
     };
 
     fn rows_affected(result: &SqliteQueryResult) -> u64 {

@@ -1,0 +1,497 @@
+//! The operator's view of a store: every task, across owners and eras.
+//!
+//! [`OperatorStore`] is what a store offers an operator, apart from what
+//! MCP callers reach: list with a [`TaskQuery`], count, and purge. A store
+//! hands it out through [`TaskStore::operator`](super::TaskStore::operator);
+//! the [`Operator`](crate::Operator) handle is how an application (or the
+//! `mcp-tasks` command) uses it, and adds cancelling through the layer's
+//! compare-and-set.
+//!
+//! Listings are newest first, `(created_at_ms, id)` descending, and paged
+//! by keyset: a [`TaskCursor`] names the last task of a page, and the next
+//! page starts strictly after it. Tasks created or changed meanwhile never
+//! move a task from one page to another, and no task is shown twice.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::{BoxFuture, Result, TaskRecord};
+use crate::protocol::TaskStatus;
+
+/// The most tasks one page holds.
+pub const MAX_PAGE: usize = 1000;
+
+/// The page size of a [`TaskQuery`] that names none.
+pub const DEFAULT_PAGE: usize = 50;
+
+/// What an operator asks for: filters, a page size and where the page
+/// starts. Every filter given must hold (an empty status set is any
+/// status).
+///
+/// ```
+/// use mcp_task_layer::store::TaskQuery;
+/// use mcp_task_layer::TaskStatus;
+///
+/// let stuck = TaskQuery::new()
+///     .status(TaskStatus::InputRequired)
+///     .tool("build_report")
+///     .created_before_ms(1_767_225_600_000)
+///     .limit(20);
+/// # let _ = stuck;
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[must_use]
+pub struct TaskQuery {
+    statuses: Vec<TaskStatus>,
+    tool: Option<String>,
+    owner: Option<String>,
+    created_after_ms: Option<i64>,
+    created_before_ms: Option<i64>,
+    search: Option<String>,
+    limit: usize,
+    after: Option<TaskCursor>,
+}
+
+impl Default for TaskQuery {
+    fn default() -> Self {
+        TaskQuery::new()
+    }
+}
+
+impl TaskQuery {
+    /// Every task, [`DEFAULT_PAGE`] at a time.
+    pub fn new() -> Self {
+        TaskQuery {
+            statuses: Vec::new(),
+            tool: None,
+            owner: None,
+            created_after_ms: None,
+            created_before_ms: None,
+            search: None,
+            limit: DEFAULT_PAGE,
+            after: None,
+        }
+    }
+
+    /// Tasks in `status` (or in any of the statuses given so far).
+    pub fn status(mut self, status: TaskStatus) -> Self {
+        if !self.statuses.contains(&status) {
+            self.statuses.push(status);
+        }
+        self
+    }
+
+    /// Tasks of tool `name`.
+    pub fn tool(mut self, name: impl Into<String>) -> Self {
+        self.tool = Some(name.into());
+        self
+    }
+
+    /// Tasks of owner key `owner`.
+    pub fn owner(mut self, owner: impl Into<String>) -> Self {
+        self.owner = Some(owner.into());
+        self
+    }
+
+    /// Tasks created at or after `ms` (Unix milliseconds).
+    pub fn created_after_ms(mut self, ms: i64) -> Self {
+        self.created_after_ms = Some(ms);
+        self
+    }
+
+    /// Tasks created strictly before `ms` (Unix milliseconds).
+    pub fn created_before_ms(mut self, ms: i64) -> Self {
+        self.created_before_ms = Some(ms);
+        self
+    }
+
+    /// Tasks whose arguments, as the JSON text they are stored as, contain
+    /// `text` (case-sensitive). Only arguments stored in clear are
+    /// searched: a task sealed at rest (`SealedStore`) never matches, nor
+    /// does a finished one (its arguments are dropped when it ends).
+    pub fn search(mut self, text: impl Into<String>) -> Self {
+        self.search = Some(text.into());
+        self
+    }
+
+    /// At most `n` tasks per page (at least 1, at most [`MAX_PAGE`]).
+    pub fn limit(mut self, n: usize) -> Self {
+        self.limit = n.clamp(1, MAX_PAGE);
+        self
+    }
+
+    /// The page after `cursor` (from [`TaskPage::next`]).
+    pub fn after(mut self, cursor: TaskCursor) -> Self {
+        self.after = Some(cursor);
+        self
+    }
+
+    /// The statuses asked for; empty is any.
+    pub fn statuses(&self) -> &[TaskStatus] {
+        &self.statuses
+    }
+
+    /// The tool asked for.
+    pub fn tool_name(&self) -> Option<&str> {
+        self.tool.as_deref()
+    }
+
+    /// The owner key asked for.
+    pub fn owner_key(&self) -> Option<&str> {
+        self.owner.as_deref()
+    }
+
+    /// The earliest creation time asked for (inclusive).
+    pub fn created_after(&self) -> Option<i64> {
+        self.created_after_ms
+    }
+
+    /// The creation time asked for tasks to be older than (exclusive).
+    pub fn created_before(&self) -> Option<i64> {
+        self.created_before_ms
+    }
+
+    /// The text searched for in the arguments.
+    pub fn search_text(&self) -> Option<&str> {
+        self.search.as_deref()
+    }
+
+    /// The page size.
+    pub fn page_size(&self) -> usize {
+        self.limit
+    }
+
+    /// Where the page starts (exclusive).
+    pub fn cursor(&self) -> Option<&TaskCursor> {
+        self.after.as_ref()
+    }
+
+    /// Whether `record` is one of the tasks asked for at `now_ms`: live
+    /// (not expired), past the cursor, and every filter holding. Stores
+    /// that filter in process use it, so that every store agrees.
+    pub fn matches(&self, record: &TaskRecord, now_ms: i64) -> bool {
+        !record.is_expired(now_ms)
+            && self
+                .after
+                .as_ref()
+                .is_none_or(|c| (record.created_at_ms, record.id.as_str()) < c.position())
+            && (self.statuses.is_empty() || self.statuses.contains(&record.status))
+            && self.tool.as_deref().is_none_or(|t| record.tool_name == t)
+            && self
+                .owner
+                .as_deref()
+                .is_none_or(|o| record.owner.as_deref() == Some(o))
+            && self
+                .created_after_ms
+                .is_none_or(|at| record.created_at_ms >= at)
+            && self
+                .created_before_ms
+                .is_none_or(|at| record.created_at_ms < at)
+            && self.search.as_deref().is_none_or(|text| {
+                record
+                    .arguments
+                    .as_ref()
+                    .is_some_and(|a| a.get().contains(text))
+            })
+    }
+
+    /// This query for what a purge may delete: its statuses narrowed to
+    /// the terminal ones (all three if it names none), or `None` if it
+    /// names only statuses that are not terminal.
+    pub fn terminal_only(&self) -> Option<TaskQuery> {
+        self.narrowed(true)
+    }
+
+    /// This query for what a cancel may change: its statuses narrowed to
+    /// `working` and `input_required`, or `None` if it names neither.
+    pub fn unfinished_only(&self) -> Option<TaskQuery> {
+        self.narrowed(false)
+    }
+
+    /// This query with its statuses narrowed to those whose
+    /// `is_terminal()` is `terminal`.
+    fn narrowed(&self, terminal: bool) -> Option<TaskQuery> {
+        let all = [
+            TaskStatus::Working,
+            TaskStatus::InputRequired,
+            TaskStatus::Completed,
+            TaskStatus::Failed,
+            TaskStatus::Cancelled,
+        ];
+        let asked = if self.statuses.is_empty() {
+            &all[..]
+        } else {
+            &self.statuses[..]
+        };
+        let statuses: Vec<TaskStatus> = asked
+            .iter()
+            .copied()
+            .filter(|s| s.is_terminal() == terminal)
+            .collect();
+        (!statuses.is_empty()).then(|| TaskQuery {
+            statuses,
+            ..self.clone()
+        })
+    }
+}
+
+/// Where a page of a listing ends: an opaque text to hand back in
+/// [`TaskQuery::after`] (`Display` writes it, `FromStr` reads it).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct TaskCursor {
+    created_at_ms: i64,
+    id: String,
+}
+
+impl TaskCursor {
+    /// The cursor just after `record` (newest first).
+    pub fn after_record(record: &TaskRecord) -> Self {
+        TaskCursor {
+            created_at_ms: record.created_at_ms,
+            id: record.id.clone(),
+        }
+    }
+
+    /// The `(created_at_ms, id)` position: the next page holds tasks
+    /// strictly below it.
+    pub fn position(&self) -> (i64, &str) {
+        (self.created_at_ms, &self.id)
+    }
+}
+
+impl fmt::Display for TaskCursor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut text = String::with_capacity(17 + 2 * self.id.len());
+        crate::hex::push_hex(&mut text, &self.created_at_ms.to_be_bytes());
+        text.push('.');
+        crate::hex::push_hex(&mut text, self.id.as_bytes());
+        f.write_str(&text)
+    }
+}
+
+/// A text that is not a [`TaskCursor`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InvalidCursor;
+
+impl fmt::Display for InvalidCursor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("not a task listing cursor")
+    }
+}
+
+impl std::error::Error for InvalidCursor {}
+
+impl FromStr for TaskCursor {
+    type Err = InvalidCursor;
+
+    fn from_str(text: &str) -> std::result::Result<Self, InvalidCursor> {
+        let (time, id) = text.split_once('.').ok_or(InvalidCursor)?;
+        let time: [u8; 8] = crate::hex::decode_hex(time)
+            .and_then(|b| b.try_into().ok())
+            .ok_or(InvalidCursor)?;
+        let id = crate::hex::decode_hex(id)
+            .and_then(|b| String::from_utf8(b).ok())
+            .ok_or(InvalidCursor)?;
+        Ok(TaskCursor {
+            created_at_ms: i64::from_be_bytes(time),
+            id,
+        })
+    }
+}
+
+/// One page of a listing.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct TaskPage {
+    /// The tasks, newest first.
+    pub tasks: Vec<Arc<TaskRecord>>,
+    /// Where the next page starts; `None` when this one is the last.
+    pub next: Option<TaskCursor>,
+}
+
+impl TaskPage {
+    /// The page `query` asked for, of the tasks a store found for it: the
+    /// next cursor is set when the page is full.
+    pub fn of(query: &TaskQuery, tasks: Vec<Arc<TaskRecord>>) -> Self {
+        let next = (tasks.len() >= query.page_size())
+            .then(|| tasks.last().map(|r| TaskCursor::after_record(r)))
+            .flatten();
+        TaskPage { tasks, next }
+    }
+}
+
+/// A task that waits: for a worker (queued) or for its client's answers.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct WaitingTask {
+    /// The task id.
+    pub id: String,
+    /// Since when it waits (Unix milliseconds).
+    pub since_ms: i64,
+}
+
+/// Task counts and the fleet at one moment.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct TaskStats {
+    /// When the figures were read (Unix milliseconds).
+    pub at_ms: i64,
+    /// Live tasks by status (wire names); expired ones not counted.
+    pub by_status: BTreeMap<String, u64>,
+    /// How many `working` tasks wait for a worker (queued execution).
+    pub queued: u64,
+    /// The one queued longest.
+    pub oldest_queued: Option<WaitingTask>,
+    /// The `input_required` task waiting longest for its client.
+    pub oldest_input_required: Option<WaitingTask>,
+    /// `working` tasks under a live lease, by lease holder (the replica or
+    /// worker running each).
+    pub running_by_holder: BTreeMap<String, u64>,
+}
+
+impl TaskStats {
+    /// How many live tasks are in `status`.
+    pub fn count(&self, status: TaskStatus) -> u64 {
+        self.by_status.get(status.as_str()).copied().unwrap_or(0)
+    }
+
+    /// How long `task` (one of the oldest waiting) had waited when the
+    /// figures were read.
+    pub fn waited(&self, task: &WaitingTask) -> Duration {
+        let ms = self.at_ms.saturating_sub(task.since_ms).max(0);
+        Duration::from_millis(u64::try_from(ms).unwrap_or(0))
+    }
+
+    /// Stats taken at `now_ms` from every live task, one at a time: what a
+    /// store without indexes for them computes.
+    pub fn tally<'a>(records: impl IntoIterator<Item = &'a TaskRecord>, now_ms: i64) -> Self {
+        let mut stats = TaskStats {
+            at_ms: now_ms,
+            ..TaskStats::default()
+        };
+        for r in records {
+            if r.is_expired(now_ms) {
+                continue;
+            }
+            stats.saw(r, now_ms);
+        }
+        stats
+    }
+
+    /// Count one live task in `status` that holds no lease and waits for
+    /// no input (a finished one).
+    pub(crate) fn count_status(&mut self, status: TaskStatus) {
+        *self
+            .by_status
+            .entry(status.as_str().to_owned())
+            .or_default() += 1;
+    }
+
+    /// Count one live task.
+    pub(crate) fn saw(&mut self, r: &TaskRecord, now_ms: i64) {
+        self.count_status(r.status);
+        match (r.status, &r.lease) {
+            (TaskStatus::Working, Some(lease)) if lease.is_queued() => {
+                self.queued += 1;
+                older(
+                    &mut self.oldest_queued,
+                    &r.id,
+                    queued_since_ms(lease.until_ms),
+                );
+            }
+            (TaskStatus::Working, Some(lease)) if lease.until_ms >= now_ms => {
+                *self
+                    .running_by_holder
+                    .entry(lease.holder.clone())
+                    .or_default() += 1;
+            }
+            (TaskStatus::InputRequired, _) => {
+                older(&mut self.oldest_input_required, &r.id, r.updated_at_ms);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// When a queued task was queued, of its lease end: the lease ended one
+/// millisecond before.
+pub(crate) fn queued_since_ms(lease_until_ms: i64) -> i64 {
+    lease_until_ms.saturating_add(1)
+}
+
+/// Keep in `slot` whichever waits longer (the smaller id on a tie).
+fn older(slot: &mut Option<WaitingTask>, id: &str, since_ms: i64) {
+    let replace = slot
+        .as_ref()
+        .is_none_or(|w| (since_ms, id) < (w.since_ms, w.id.as_str()));
+    if replace {
+        *slot = Some(WaitingTask {
+            id: id.to_owned(),
+            since_ms,
+        });
+    }
+}
+
+/// What a store offers an operator: every task, whoever's it is, newest
+/// first, paged by keyset ([`TaskCursor`]), so that tasks created or
+/// changed meanwhile never move a task from one page to another. Used
+/// through an [`Operator`](crate::Operator).
+///
+/// A store shared between processes answers for all of them. Records come
+/// back as stored: a record sealed at rest keeps its sealed fields (and no
+/// arguments or result in clear) unless the store is a `SealedStore` with
+/// the keys.
+pub trait OperatorStore: Send + Sync {
+    /// At most `query.page_size()` live tasks matching `query`, newest
+    /// first (by `(created_at_ms, id)`), strictly after its cursor. A store
+    /// must not scan every task for a page when no filter is given: it
+    /// walks an index by creation time.
+    fn find<'a>(
+        &'a self,
+        query: &'a TaskQuery,
+        now_ms: i64,
+    ) -> BoxFuture<'a, Result<Vec<Arc<TaskRecord>>>>;
+
+    /// Counts by status, the queue and the running tasks at `now_ms`.
+    fn stats(&self, now_ms: i64) -> BoxFuture<'_, Result<TaskStats>>;
+
+    /// Delete at most `query.page_size()` tasks matching `query` that are
+    /// terminal (`completed`, `failed`, `cancelled`; never a task that may
+    /// still change); how many it deleted. The caller repeats it until
+    /// fewer come back.
+    fn purge<'a>(&'a self, query: &'a TaskQuery, now_ms: i64) -> BoxFuture<'a, Result<u64>>;
+
+    /// Whether [`TaskQuery::search`] can match this store's tasks: `false`
+    /// for a store that seals arguments at rest (`SealedStore`), whose
+    /// searches find nothing.
+    fn searches_arguments(&self) -> bool {
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::Era;
+
+    #[test]
+    fn cursors_read_back_and_refuse_junk() {
+        let r = TaskRecord::new("id.é", Era::Modern, "t", serde_json::Value::Null, -5, None);
+        let c = TaskCursor::after_record(&r);
+        assert_eq!(c.to_string().parse::<TaskCursor>(), Ok(c));
+        for junk in [
+            "",
+            ".",
+            "zz.00",
+            "0000000000000000",
+            "00.00",
+            "0000000000000000.f",
+        ] {
+            assert_eq!(junk.parse::<TaskCursor>(), Err(InvalidCursor), "{junk:?}");
+        }
+    }
+}

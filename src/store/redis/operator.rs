@@ -1,0 +1,204 @@
+//! The operator API of [`RedisStore`]: listings walk the sorted set of
+//! every task (or of one status) newest first by its members, which sort as
+//! `(created_at_ms, id)`; the `list` script reads a batch, the rest of the
+//! query is applied here.
+
+use std::sync::Arc;
+
+use super::fields::decode;
+use super::keys::member;
+use super::{backend, RedisStore};
+use crate::protocol::TaskStatus;
+use crate::store::operator::{queued_since_ms, OperatorStore, TaskQuery, TaskStats, WaitingTask};
+use crate::store::{BoxFuture, Error, Lease, Result, TaskRecord};
+
+/// Members read per `list` call beyond what a page still lacks.
+const SLACK: usize = 16;
+
+/// Every status, in the order `stats` asks for their counts.
+const STATUSES: [TaskStatus; 5] = [
+    TaskStatus::Working,
+    TaskStatus::InputRequired,
+    TaskStatus::Completed,
+    TaskStatus::Failed,
+    TaskStatus::Cancelled,
+];
+
+impl RedisStore {
+    /// One `list` call on index `key`: at most `limit` live records below
+    /// the exclusive bound `max`, down to the inclusive bound `min`.
+    async fn batch(
+        &self,
+        key: &str,
+        max: &str,
+        min: &str,
+        limit: usize,
+        now_ms: i64,
+    ) -> Result<Vec<TaskRecord>> {
+        let k = &self.inner.keys;
+        let rows: Vec<String> = self
+            .read(|mut conn| {
+                let mut invocation = self.inner.scripts.list.key(key);
+                invocation
+                    .arg(now_ms)
+                    .arg(limit)
+                    .arg(max)
+                    .arg(&k.task_head)
+                    .arg(min);
+                async move { invocation.invoke_async(&mut conn).await }
+            })
+            .await?;
+        rows.iter().map(|json| decode(json)).collect()
+    }
+
+    async fn find_records(&self, query: &TaskQuery, now_ms: i64) -> Result<Vec<Arc<TaskRecord>>> {
+        let k = &self.inner.keys;
+        let index = match query.statuses() {
+            [one] => k.status(*one),
+            _ => k.all.clone(),
+        };
+        // Exclusive upper bounds; the smaller one holds.
+        let mut max = "+".to_owned();
+        let bounds = [
+            query.cursor().map(|c| {
+                let (created, id) = c.position();
+                member(created, id)
+            }),
+            query.created_before().map(|at| member(at, "")),
+        ];
+        for bound in bounds.into_iter().flatten() {
+            if max == "+" || format!("({bound}") < max {
+                max = format!("({bound}");
+            }
+        }
+        let min = query
+            .created_after()
+            .map_or_else(|| "-".to_owned(), |at| format!("[{}", member(at, "")));
+        let limit = query.page_size();
+        let mut out = Vec::new();
+        loop {
+            let want = (limit - out.len()).saturating_add(SLACK);
+            let batch = self.batch(&index, &max, &min, want, now_ms).await?;
+            let Some(last) = batch.last() else {
+                return Ok(out);
+            };
+            max = format!("({}", member(last.created_at_ms, &last.id));
+            let exhausted = batch.len() < want;
+            for record in batch {
+                if query.matches(&record, now_ms) {
+                    out.push(Arc::new(record));
+                    if out.len() == limit {
+                        return Ok(out);
+                    }
+                }
+            }
+            if exhausted {
+                return Ok(out);
+            }
+        }
+    }
+
+    async fn stats_now(&self, now_ms: i64) -> Result<TaskStats> {
+        let k = &self.inner.keys;
+        let counts: Vec<redis::Value> = self
+            .read(|mut conn| {
+                let mut invocation = self.inner.scripts.stats.key(&k.expiry);
+                for status in STATUSES {
+                    invocation.key(k.status(status));
+                }
+                invocation.arg(now_ms).arg(&k.task_head).arg(&k.status_head);
+                async move { invocation.invoke_async(&mut conn).await }
+            })
+            .await?;
+        let text = |v: &redis::Value| -> Result<String> {
+            redis::from_redis_value_ref(v).map_err(|e| Error::Decode(Box::new(e)))
+        };
+        let mut stats = TaskStats {
+            at_ms: now_ms,
+            ..TaskStats::default()
+        };
+        for (status, n) in STATUSES.iter().zip(&counts) {
+            let n: i64 = redis::from_redis_value_ref(n).map_err(|e| Error::Decode(Box::new(e)))?;
+            if n > 0 {
+                stats
+                    .by_status
+                    .insert(status.as_str().to_owned(), u64::try_from(n).unwrap_or(0));
+            }
+        }
+        if let [id, at] = &counts[STATUSES.len().min(counts.len())..] {
+            let since_ms = text(at)?.parse().map_err(|e| Error::Decode(Box::new(e)))?;
+            stats.oldest_input_required = Some(WaitingTask {
+                id: text(id)?,
+                since_ms,
+            });
+        }
+        let fleet: Vec<String> = self
+            .read(|mut conn| {
+                let mut invocation = self.inner.scripts.fleet.key(&k.leases);
+                invocation.arg(now_ms).arg(&k.task_head).arg(Lease::QUEUED);
+                async move { invocation.invoke_async(&mut conn).await }
+            })
+            .await?;
+        let number =
+            |text: &str| -> Result<i64> { text.parse().map_err(|e| Error::Decode(Box::new(e))) };
+        if let [queued, first, first_at, holders @ ..] = &fleet[..] {
+            stats.queued = u64::try_from(number(queued)?).unwrap_or(0);
+            if !first.is_empty() {
+                stats.oldest_queued = Some(WaitingTask {
+                    id: first.clone(),
+                    since_ms: queued_since_ms(number(first_at)?),
+                });
+            }
+            for pair in holders.chunks_exact(2) {
+                let n = u64::try_from(number(&pair[1])?).unwrap_or(0);
+                stats.running_by_holder.insert(pair[0].clone(), n);
+            }
+        }
+        Ok(stats)
+    }
+
+    async fn purge_records(&self, query: &TaskQuery, now_ms: i64) -> Result<u64> {
+        let Some(query) = query.terminal_only() else {
+            return Ok(0);
+        };
+        let found = self.find_records(&query, now_ms).await?;
+        if found.is_empty() {
+            return Ok(0);
+        }
+        let k = &self.inner.keys;
+        let mut invocation = self.inner.scripts.purge.key(&k.expiry);
+        invocation
+            .key(&k.leases)
+            .key(&k.all)
+            .arg(&k.task_head)
+            .arg(&k.status_head);
+        for record in &found {
+            invocation.arg(&record.id);
+        }
+        invocation
+            .invoke_async(&mut self.conn()?)
+            .await
+            .map_err(backend)
+    }
+}
+
+/// Counts are the status indexes' sizes less their expired members; the
+/// queue and the running tasks read the holder and lease end of every
+/// `working` task under a lease, in the server.
+impl OperatorStore for RedisStore {
+    fn find<'a>(
+        &'a self,
+        query: &'a TaskQuery,
+        now_ms: i64,
+    ) -> BoxFuture<'a, Result<Vec<Arc<TaskRecord>>>> {
+        Box::pin(self.find_records(query, now_ms))
+    }
+
+    fn stats(&self, now_ms: i64) -> BoxFuture<'_, Result<TaskStats>> {
+        Box::pin(self.stats_now(now_ms))
+    }
+
+    fn purge<'a>(&'a self, query: &'a TaskQuery, now_ms: i64) -> BoxFuture<'a, Result<u64>> {
+        Box::pin(self.purge_records(query, now_ms))
+    }
+}

@@ -1,0 +1,43 @@
+//! The operator API through a [`SealedStore`]: the store underneath
+//! finds, counts and purges; the records it finds are opened here.
+
+use std::sync::Arc;
+
+use super::SealedStore;
+use crate::store::operator::{OperatorStore, TaskQuery, TaskStats};
+use crate::store::{BoxFuture, Error, Result, TaskRecord, TaskStore};
+
+impl<S: TaskStore> SealedStore<S> {
+    fn inner_operator(&self) -> Result<&dyn OperatorStore> {
+        self.inner
+            .operator()
+            .ok_or(Error::Unsupported("the operator API"))
+    }
+}
+
+/// A search never matches a sealed task: the store underneath holds its
+/// arguments sealed, and searching them would mean opening every record.
+impl<S: TaskStore> OperatorStore for SealedStore<S> {
+    fn find<'a>(
+        &'a self,
+        query: &'a TaskQuery,
+        now_ms: i64,
+    ) -> BoxFuture<'a, Result<Vec<Arc<TaskRecord>>>> {
+        Box::pin(async move {
+            let found = self.inner_operator()?.find(query, now_ms).await?;
+            Ok(self.open_all(found))
+        })
+    }
+
+    fn stats(&self, now_ms: i64) -> BoxFuture<'_, Result<TaskStats>> {
+        Box::pin(async move { self.inner_operator()?.stats(now_ms).await })
+    }
+
+    fn purge<'a>(&'a self, query: &'a TaskQuery, now_ms: i64) -> BoxFuture<'a, Result<u64>> {
+        Box::pin(async move { self.inner_operator()?.purge(query, now_ms).await })
+    }
+
+    fn searches_arguments(&self) -> bool {
+        false
+    }
+}

@@ -1,0 +1,67 @@
+//! A shared store (`Arc<S>`, `Arc<dyn TaskStore>`) is a store.
+
+use std::sync::Arc;
+
+use super::{BoxFuture, Era, OperatorStore, Result, TaskChange, TaskRecord, TaskStore};
+
+impl<T: TaskStore + ?Sized> TaskStore for Arc<T> {
+    fn create(&self, record: TaskRecord) -> BoxFuture<'_, Result<()>> {
+        (**self).create(record)
+    }
+    fn get<'a>(
+        &'a self,
+        id: &'a str,
+        now_ms: i64,
+    ) -> BoxFuture<'a, Result<Option<Arc<TaskRecord>>>> {
+        (**self).get(id, now_ms)
+    }
+    fn replace(&self, record: TaskRecord, expected_version: u64) -> BoxFuture<'_, Result<()>> {
+        (**self).replace(record, expected_version)
+    }
+    fn delete_expired(&self, now_ms: i64, limit: usize) -> BoxFuture<'_, Result<Vec<String>>> {
+        (**self).delete_expired(now_ms, limit)
+    }
+    fn create_shared(&self, record: Arc<TaskRecord>) -> BoxFuture<'_, Result<()>> {
+        (**self).create_shared(record)
+    }
+    fn replace_shared(
+        &self,
+        record: Arc<TaskRecord>,
+        expected_version: u64,
+    ) -> BoxFuture<'_, Result<()>> {
+        (**self).replace_shared(record, expected_version)
+    }
+    fn list<'a>(
+        &'a self,
+        owner: Option<&'a str>,
+        era: Era,
+        after: Option<(i64, &'a str)>,
+        limit: usize,
+        now_ms: i64,
+    ) -> BoxFuture<'a, Result<Vec<Arc<TaskRecord>>>> {
+        (**self).list(owner, era, after, limit, now_ms)
+    }
+    fn orphans(&self, now_ms: i64, limit: usize) -> BoxFuture<'_, Result<Vec<Arc<TaskRecord>>>> {
+        (**self).orphans(now_ms, limit)
+    }
+    fn runnable(&self, now_ms: i64, limit: usize) -> BoxFuture<'_, Result<Vec<Arc<TaskRecord>>>> {
+        (**self).runnable(now_ms, limit)
+    }
+    fn claim_runnable<'a>(
+        &'a self,
+        now_ms: i64,
+        limit: usize,
+        pick: &'a mut (dyn FnMut(&TaskRecord) -> Option<TaskRecord> + Send),
+    ) -> BoxFuture<'a, Result<Vec<Arc<TaskRecord>>>> {
+        (**self).claim_runnable(now_ms, limit, pick)
+    }
+    fn changes(&self) -> Option<tokio::sync::broadcast::Receiver<TaskChange>> {
+        (**self).changes()
+    }
+    fn get_ready(&self, id: &str, now_ms: i64) -> Option<Result<Option<Arc<TaskRecord>>>> {
+        (**self).get_ready(id, now_ms)
+    }
+    fn operator(&self) -> Option<&dyn OperatorStore> {
+        (**self).operator()
+    }
+}

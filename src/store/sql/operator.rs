@@ -1,0 +1,155 @@
+//! The SQL of the operator API: a [`TaskQuery`] as a `WHERE` clause, and
+//! the statements of listing, purging and counting.
+//!
+//! A listing is `ORDER BY created_at_ms DESC, id DESC LIMIT n` from the
+//! cursor's `(created_at_ms, id) < (…)`: the engine walks an index on
+//! `(created_at_ms, id)` backwards (or on `(status, created_at_ms, id)`,
+//! `(tool_name, created_at_ms, id)` under one status or one tool) and stops
+//! at the page's end, whatever the size of the table.
+
+use super::dialect::Dialect;
+use super::row::tool_column;
+use super::statements::quote;
+use crate::store::operator::TaskQuery;
+use crate::store::Lease;
+
+/// A bound parameter.
+pub(super) enum Arg {
+    Int(i64),
+    Text(String),
+}
+
+/// A statement and its parameters, `$1` first.
+pub(super) struct Sql {
+    pub(super) text: String,
+    pub(super) args: Vec<Arg>,
+}
+
+impl Sql {
+    /// Bind `arg` as the next parameter; its placeholder.
+    fn arg(&mut self, arg: Arg) -> String {
+        self.args.push(arg);
+        format!("${}", self.args.len())
+    }
+}
+
+/// The live rows `query` matches: a `WHERE` clause (without the word),
+/// `$1` being `now_ms`.
+fn matching(d: &Dialect, query: &TaskQuery, now_ms: i64) -> Sql {
+    let mut s = Sql {
+        text: String::new(),
+        args: Vec::new(),
+    };
+    let now = s.arg(Arg::Int(now_ms));
+    let mut conds = vec![format!("(expires_at_ms IS NULL OR expires_at_ms > {now})")];
+    if !query.statuses().is_empty() {
+        let list: Vec<String> = query
+            .statuses()
+            .iter()
+            .map(|st| s.arg(Arg::Text(st.as_str().to_owned())))
+            .collect();
+        conds.push(format!("status IN ({})", list.join(", ")));
+    }
+    if let Some(tool) = query.tool_name() {
+        conds.push(format!(
+            "tool_name = {}",
+            s.arg(Arg::Text(tool_column(tool)))
+        ));
+    }
+    if let Some(owner) = query.owner_key() {
+        conds.push(format!("owner = {}", s.arg(Arg::Text(owner.to_owned()))));
+    }
+    if let Some(at) = query.created_after() {
+        conds.push(format!("created_at_ms >= {}", s.arg(Arg::Int(at))));
+    }
+    if let Some(at) = query.created_before() {
+        conds.push(format!("created_at_ms < {}", s.arg(Arg::Int(at))));
+    }
+    if let Some(cursor) = query.cursor() {
+        let (created, id) = cursor.position();
+        let created = s.arg(Arg::Int(created));
+        let id = s.arg(Arg::Text(id.to_owned()));
+        conds.push(format!("(created_at_ms, id) < ({created}, {id})"));
+    }
+    if let Some(text) = query.search_text() {
+        let text = s.arg(Arg::Text(text.to_owned()));
+        conds.push(format!("{}({}, {text}) > 0", d.contains, d.arguments));
+    }
+    s.text = conds.join(" AND ");
+    s
+}
+
+/// One page of what `query` matches, newest first.
+pub(super) fn find(d: &Dialect, table: &str, query: &TaskQuery, now_ms: i64) -> Sql {
+    let mut s = matching(d, query, now_ms);
+    let limit = s.arg(Arg::Int(page_size(query)));
+    s.text = format!(
+        "SELECT {} FROM {} WHERE {} ORDER BY created_at_ms DESC, id DESC LIMIT {limit}",
+        d.json_column,
+        quote(table),
+        s.text
+    );
+    s
+}
+
+/// Delete one page of the terminal rows `query` matches; `None` when it
+/// asks for no terminal status.
+pub(super) fn purge(d: &Dialect, table: &str, query: &TaskQuery, now_ms: i64) -> Option<Sql> {
+    let query = query.terminal_only()?;
+    let mut s = matching(d, &query, now_ms);
+    let limit = s.arg(Arg::Int(page_size(&query)));
+    let t = quote(table);
+    let ids = format!(
+        "SELECT id FROM {t} WHERE {} ORDER BY created_at_ms DESC, id DESC LIMIT {limit}",
+        s.text
+    );
+    s.text = d.delete_ids.replace("{t}", &t).replace("{ids}", &ids);
+    Some(s)
+}
+
+fn page_size(query: &TaskQuery) -> i64 {
+    i64::try_from(query.page_size()).unwrap_or(i64::MAX)
+}
+
+/// The statements of `stats`, each with `$1` = `now_ms`.
+#[derive(Debug)]
+pub(super) struct StatsSql {
+    /// `(status, count)` of live rows.
+    pub(super) by_status: String,
+    /// `(holder, count)` of `working` rows under a live lease.
+    pub(super) running: String,
+    /// `(count)` of queued rows.
+    pub(super) queued: String,
+    /// `(id, lease_until_ms)` of the queued row queued first.
+    pub(super) oldest_queued: String,
+    /// `(id, updated_at_ms)` of the `input_required` row waiting longest.
+    pub(super) oldest_input: String,
+}
+
+impl StatsSql {
+    pub(super) fn new(d: &Dialect, table: &str) -> Self {
+        let t = quote(table);
+        let live = "(expires_at_ms IS NULL OR expires_at_ms > $1)";
+        let holder = d.lease_holder;
+        let queued = format!(
+            "FROM {t} WHERE status = 'working' AND lease_until_ms < $1 \
+             AND {holder} = '{}' AND {live}",
+            Lease::QUEUED
+        );
+        StatsSql {
+            by_status: format!("SELECT status, count(*) FROM {t} WHERE {live} GROUP BY status"),
+            running: format!(
+                "SELECT {holder}, count(*) FROM {t} WHERE status = 'working' \
+                 AND lease_until_ms >= $1 AND {live} GROUP BY {holder}"
+            ),
+            queued: format!("SELECT count(*) {queued}"),
+            oldest_queued: format!(
+                "SELECT id, lease_until_ms {queued} ORDER BY lease_until_ms, id LIMIT 1"
+            ),
+            oldest_input: format!(
+                "SELECT id, updated_at_ms FROM {t} WHERE status = 'input_required' \
+                 AND {live} ORDER BY updated_at_ms, id LIMIT 1"
+            ),
+        }
+    }
+}
