@@ -16,19 +16,22 @@
 //! `CancellationToken` fires; the layer turns them into tasks by the
 //! policies in `examples/support/mod.rs`.
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 use mcp_task_layer::{RmcpService, TaskHandle};
 use rmcp::handler::server::router::tool::ToolRouter;
-use rmcp::handler::server::tool::InputResponses;
+use rmcp::handler::server::tool::{InputResponses, ToolCallContext};
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{
-    CallToolResponse, CallToolResult, ContentBlock, ElicitRequest, ElicitRequestParams,
-    ElicitResult, ElicitationAction, ElicitationSchema, Extensions, Implementation, InputRequest,
-    InputRequests, InputRequiredResult, ServerCapabilities, ServerConfig,
+    CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock,
+    DiscoverResult, ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction,
+    ElicitationSchema, Extensions, Implementation, InputRequest, InputRequests,
+    InputRequiredResult, ProtocolVersion, ServerCapabilities, ServerConfig,
 };
 use rmcp::schemars::JsonSchema;
-use rmcp::{tool, tool_handler, tool_router, ErrorData, ServerHandler};
+use rmcp::service::RequestContext;
+use rmcp::{tool, tool_handler, tool_router, ErrorData, RoleServer, ServerHandler};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
@@ -51,7 +54,11 @@ struct Fixtures {
 #[derive(Deserialize, JsonSchema)]
 #[schemars(crate = "rmcp::schemars")]
 struct GreetArgs {
-    name: Option<String>,
+    /// Any JSON, so that a name that is not a string is the tool's error
+    /// ("greet needs a string `name`"), as examples/server.rs has it, rather
+    /// than rmcp's "failed to deserialize parameters".
+    #[schemars(with = "Option<String>")]
+    name: Option<Value>,
 }
 
 #[derive(Deserialize, JsonSchema)]
@@ -149,7 +156,7 @@ impl Fixtures {
 
     #[tool(description = "Says hello.")]
     async fn greet(&self, Parameters(args): Parameters<GreetArgs>) -> CallToolResult {
-        match args.name {
+        match args.name.as_ref().and_then(Value::as_str) {
             Some(name) => text(format!("Hello, {name}!")),
             None => tool_error("greet needs a string `name`"),
         }
@@ -287,8 +294,42 @@ impl Fixtures {
     }
 }
 
+/// The versions examples/server.rs speaks, in its order: the two whose
+/// tasks `TaskLayer` serves (rmcp's default is every version it knows).
+const SUPPORTED_VERSIONS: [ProtocolVersion; 2] =
+    [ProtocolVersion::V_2026_07_28, ProtocolVersion::V_2025_11_25];
+
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for Fixtures {
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        Cow::Borrowed(&SUPPORTED_VERSIONS)
+    }
+
+    /// The same for every caller, so `public` (rmcp's default is `private`).
+    async fn discover(
+        &self,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<DiscoverResult, ErrorData> {
+        let versions = self.supported_protocol_versions().into_owned();
+        Ok(DiscoverResult::from_server_info(versions, self.get_info())
+            .with_cache_scope(CacheScope::Public))
+    }
+
+    /// The router's answer, but an unknown tool is named in the error, in
+    /// examples/server.rs's words (the router says "tool not found").
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        if !self.tool_router.has_route(&request.name) {
+            let message = format!("Invalid params: unknown tool {:?}", request.name.as_ref());
+            return Err(ErrorData::invalid_params(message, None));
+        }
+        let call = ToolCallContext::new(self, request, context);
+        self.tool_router.call(call).await
+    }
+
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new(

@@ -111,21 +111,42 @@ async fn mcp_server(req: JsonRpcRequest) -> Result<JsonRpcResponse, Infallible> 
     // 2026-07-28 requests carry their version in `_meta`; that era has no
     // `initialize` or `ping`.
     let modern = req.protocol_version().is_some();
+    // A task's run without a version (a 2025-11-25 task) answers in
+    // 2026-07-28 terms, as RmcpService's does: it may ask with
+    // `input_required`, which TaskLayer turns into the 2025 questions.
+    let task_run = req.extensions.get::<CancellationToken>().is_some();
     let outcome = match check_version(&req) {
         Err(e) => Err(e),
         Ok(()) => match req.method.as_str() {
             "server/discover" => Ok(discover()),
             "initialize" if !modern => Ok(initialize()),
-            "ping" if !modern => Ok(json!({ "resultType": "complete" })),
+            "ping" if !modern => Ok(json!({})),
             "tools/list" => Ok(tools_list()),
             "tools/call" => call_tool(&req).await,
             method => Err(JsonRpcError::method_not_found(method)),
         },
     };
     Ok(match outcome {
-        Ok(result) => JsonRpcResponse::result(id, result),
+        Ok(mut result) => {
+            if !modern && !task_run {
+                to_2025(&mut result);
+            }
+            JsonRpcResponse::result(id, result)
+        }
         Err(error) => JsonRpcResponse::error(id, error),
     })
+}
+
+/// A result as 2025-11-25 has it: no `resultType`, `cacheScope` or `ttlMs`
+/// (members of 2026-07-28 results only).
+fn to_2025(result: &mut Value) {
+    if let Some(result) = result.as_object_mut() {
+        if result.get("resultType").and_then(Value::as_str) == Some("complete") {
+            result.remove("resultType");
+        }
+        result.remove("cacheScope");
+        result.remove("ttlMs");
+    }
 }
 
 /// `-32022` for a 2026-07-28-style request in a version this server lacks.
@@ -146,6 +167,8 @@ fn check_version(req: &JsonRpcRequest) -> Result<(), JsonRpcError> {
     .with_data(json!({ "supported": SUPPORTED_VERSIONS, "requested": requested })))
 }
 
+const INSTRUCTIONS: &str = "Demo server: tools that run as durable tasks.";
+
 fn server_info() -> Value {
     json!({ "name": SERVER_NAME, "version": env!("CARGO_PKG_VERSION") })
 }
@@ -156,7 +179,7 @@ fn discover() -> Value {
         "resultType": "complete",
         "supportedVersions": SUPPORTED_VERSIONS,
         "capabilities": { "tools": {} },
-        "instructions": "Demo server: tools that run as durable tasks.",
+        "instructions": INSTRUCTIONS,
         "cacheScope": "public",
         "ttlMs": 0,
         "_meta": { "io.modelcontextprotocol/serverInfo": server_info() }
@@ -165,10 +188,10 @@ fn discover() -> Value {
 
 fn initialize() -> Value {
     json!({
-        "resultType": "complete",
         "protocolVersion": "2025-11-25",
         "capabilities": { "tools": {} },
-        "serverInfo": server_info()
+        "serverInfo": server_info(),
+        "instructions": INSTRUCTIONS
     })
 }
 
@@ -216,7 +239,11 @@ fn tools_list() -> Value {
 }
 
 fn text(text: impl Into<String>) -> Value {
-    json!({ "resultType": "complete", "content": [{ "type": "text", "text": text.into() }] })
+    json!({
+        "resultType": "complete",
+        "isError": false,
+        "content": [{ "type": "text", "text": text.into() }]
+    })
 }
 
 fn tool_error(text: impl Into<String>) -> Value {
@@ -277,10 +304,12 @@ async fn work(duration: Duration, cancel: &CancellationToken) -> Result<(), Json
 
 /// The members of a `tools/call` this server reads, read straight from the
 /// request's text (no `Value` of the whole params: `_meta` is skipped).
-#[derive(Default, Deserialize)]
+///
+/// `name` is required, as in rmcp's `CallToolRequestParams`, so that a
+/// missing or ill-typed one gets serde's words from both example servers.
+#[derive(Deserialize)]
 struct ToolCall {
-    #[serde(default)]
-    name: Value,
+    name: String,
     #[serde(default)]
     arguments: Value,
     #[serde(default, rename = "inputResponses")]
@@ -289,13 +318,15 @@ struct ToolCall {
 
 async fn call_tool(req: &JsonRpcRequest) -> Result<Value, JsonRpcError> {
     let call: ToolCall = match &req.params {
-        Some(params) => params.deserialize().map_err(JsonRpcError::invalid_params)?,
-        None => ToolCall::default(),
+        Some(params) => params.deserialize().map_err(|e| {
+            // serde's words without their position, as RmcpService says them.
+            let text = e.to_string();
+            let at = format!(" at line {} column {}", e.line(), e.column());
+            JsonRpcError::invalid_params(text.strip_suffix(at.as_str()).unwrap_or(&text))
+        })?,
+        None => return Err(JsonRpcError::invalid_params("missing field `params`")),
     };
-    let name = call
-        .name
-        .as_str()
-        .ok_or_else(|| JsonRpcError::invalid_params("missing tool name"))?;
+    let name = call.name.as_str();
     let empty = Map::new();
     let args = call.arguments.as_object().unwrap_or(&empty);
     let arg = |key: &str| args.get(key).and_then(Value::as_str);

@@ -88,6 +88,13 @@ pub(crate) struct Args {
     command: Vec<String>,
 }
 
+impl Args {
+    /// Whether it serves one client on stdin and stdout.
+    pub(crate) fn serves_stdio(&self) -> bool {
+        self.stdio
+    }
+}
+
 /// Run the gateway until Ctrl-C or SIGTERM (HTTP) or the end of stdin.
 pub(crate) async fn run(args: Args) -> Result<(), String> {
     let target = match (&args.upstream_url, args.command.split_first()) {

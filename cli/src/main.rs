@@ -36,10 +36,16 @@ fn main() -> ExitCode {
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_writer(std::io::stderr)
         .init();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    // One client over stdio: one thread, no wake-ups across threads on
+    // each message (BENCHMARKS.md, the gateway over stdio); HTTP serves
+    // many on every core.
+    let one_client = matches!(&cli.command, Command::Gateway(args) if args.serves_stdio());
+    let mut builder = if one_client {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+    };
+    let runtime = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("mcp-tasks: cannot start the runtime: {e}");

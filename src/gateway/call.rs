@@ -47,7 +47,7 @@ pub(crate) struct UpstreamCall {
     done: bool,
     /// The stdio lane this call holds while it lives (parked too): its
     /// questions are its own.
-    _lease: Option<Lease>,
+    lease: Option<Lease>,
 }
 
 impl UpstreamCall {
@@ -88,7 +88,21 @@ impl UpstreamCall {
             asked: Vec::new(),
             next_key: 0,
             done: false,
-            _lease: lease,
+            lease,
+        }
+    }
+
+    /// The call waits for answers: its stdio lane may carry another call.
+    pub(crate) fn park_lane(&mut self) {
+        if let Some(lease) = &mut self.lease {
+            lease.park();
+        }
+    }
+
+    /// The call goes on: once its lane carries no other active call.
+    pub(crate) async fn resume_lane(&mut self) {
+        if let Some(lease) = &mut self.lease {
+            lease.resume().await;
         }
     }
 

@@ -34,10 +34,63 @@ struct Parked {
     handle: Option<TaskHandle>,
 }
 
+/// The parked calls by key, and by task where the task is known: a call
+/// parked before its task existed (the question made the task) is looked
+/// at once more, when a task ends, to learn its task.
+#[derive(Default)]
+struct ParkedTable {
+    by_key: HashMap<String, Parked>,
+    by_task: HashMap<String, String>,
+    unbound: Vec<String>,
+}
+
+impl ParkedTable {
+    fn insert(&mut self, key: String, parked: Parked) {
+        match parked.handle.as_ref().map(TaskHandle::id) {
+            Some(Some(task)) => {
+                self.by_task.insert(task.to_owned(), key.clone());
+            }
+            Some(None) => self.unbound.push(key.clone()),
+            None => {}
+        }
+        self.by_key.insert(key, parked);
+    }
+
+    fn remove(&mut self, key: &str) -> Option<Parked> {
+        let parked = self.by_key.remove(key)?;
+        if let Some(task) = parked.handle.as_ref().and_then(TaskHandle::id) {
+            if self.by_task.get(task).is_some_and(|k| k == key) {
+                self.by_task.remove(task);
+            }
+        }
+        Some(parked)
+    }
+
+    /// The call parked for task `task_id`, taken out. Each call parked
+    /// without a task is looked at here until its task is known (or it
+    /// left): the work a task's end costs stays bounded.
+    fn take_task(&mut self, task_id: &str) -> Option<Parked> {
+        let unbound = std::mem::take(&mut self.unbound);
+        for key in unbound {
+            let Some(parked) = self.by_key.get(&key) else {
+                continue;
+            };
+            match parked.handle.as_ref().and_then(TaskHandle::id) {
+                Some(task) => {
+                    self.by_task.insert(task.to_owned(), key);
+                }
+                None => self.unbound.push(key),
+            }
+        }
+        let key = self.by_task.remove(task_id)?;
+        self.by_key.remove(&key)
+    }
+}
+
 /// Both tables.
 pub(crate) struct Calls {
     running: Mutex<HashMap<(u64, u64), Running>>,
-    parked: Mutex<HashMap<String, Parked>>,
+    parked: Mutex<ParkedTable>,
     max_parked: usize,
     park_ttl: Duration,
     me: Weak<Calls>,
@@ -85,14 +138,14 @@ impl Calls {
 
     /// How many calls wait for answers.
     pub(crate) fn parked(&self) -> usize {
-        lock(&self.parked).len()
+        lock(&self.parked).by_key.len()
     }
 
     /// Park `call` under a new key bound to `owner`, until its answers come
     /// or its wait expires.
     pub(crate) fn park(
         &self,
-        call: UpstreamCall,
+        mut call: UpstreamCall,
         owner: Option<String>,
         handle: Option<TaskHandle>,
         key: String,
@@ -101,9 +154,10 @@ impl Calls {
         let id = call.id();
         {
             let mut parked = lock(&self.parked);
-            if parked.len() >= self.max_parked {
+            if parked.by_key.len() >= self.max_parked {
                 return Err(too_many_parked(self.max_parked));
             }
+            call.park_lane();
             parked.insert(
                 key.clone(),
                 Parked {
@@ -134,7 +188,7 @@ impl Calls {
     /// The call parked under `key`, if `owner` parked it.
     pub(crate) fn unpark(&self, key: &str, owner: Option<&str>) -> Option<UpstreamCall> {
         let mut parked = lock(&self.parked);
-        if parked.get(key)?.owner.as_deref() != owner {
+        if parked.by_key.get(key)?.owner.as_deref() != owner {
             return None;
         }
         let call = parked.remove(key)?.call;
@@ -152,18 +206,7 @@ impl Calls {
     /// Task `task_id` ended (cancelled, expired, failed elsewhere): a call
     /// parked for it is dropped, which cancels it upstream.
     pub(crate) fn task_ended(&self, task_id: &str) {
-        let dropped: Vec<UpstreamCall> = {
-            let mut parked = lock(&self.parked);
-            let keys: Vec<String> = parked
-                .iter()
-                .filter(|(_, p)| p.handle.as_ref().and_then(TaskHandle::id) == Some(task_id))
-                .map(|(k, _)| k.clone())
-                .collect();
-            keys.iter()
-                .filter_map(|k| parked.remove(k))
-                .map(|p| p.call)
-                .collect()
-        };
+        let dropped = lock(&self.parked).take_task(task_id);
         drop(dropped);
     }
 
@@ -172,6 +215,7 @@ impl Calls {
         let dropped: Vec<Parked> = {
             let mut parked = lock(&self.parked);
             let keys: Vec<String> = parked
+                .by_key
                 .iter()
                 .filter(|(_, p)| p.call.serial() == serial)
                 .map(|(k, _)| k.clone())

@@ -36,12 +36,14 @@ use tokio_util::sync::CancellationToken;
 
 mod call;
 mod calls;
+mod cancels;
 mod events;
 mod reply;
 mod sink;
 
 use call::{Step, UpstreamCall};
 use calls::Calls;
+use cancels::{Cancels, Watched};
 use sink::RunSink;
 
 use crate::config::{Recovery, TaskPolicy};
@@ -163,6 +165,7 @@ struct Shared {
     cfg: ProxyConfig,
     upstream: Arc<Upstream>,
     calls: Arc<Calls>,
+    cancels: Arc<Cancels>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -191,6 +194,7 @@ impl Proxy {
                 cfg,
                 upstream,
                 calls,
+                cancels: Arc::default(),
             }),
         }
     }
@@ -244,6 +248,12 @@ impl Proxy {
     pub fn calls_in_flight(&self) -> (usize, usize) {
         (self.shared.calls.in_flight(), self.shared.calls.parked())
     }
+
+    /// The clients' requests in flight that a `notifications/cancelled`
+    /// could cancel now.
+    pub fn cancellable_requests(&self) -> usize {
+        self.shared.cancels.len()
+    }
 }
 
 impl tower_service::Service<JsonRpcRequest> for Proxy {
@@ -266,9 +276,21 @@ impl Shared {
         let id = req.id.clone();
         let modern = req.protocol_version().is_some();
         if id.is_none() {
-            // The client's notifications (`initialized`, `cancelled`,
-            // `roots/list_changed`) are about its own session with the
-            // gateway: nothing to forward.
+            // The client's notifications are about its own session with
+            // the gateway, except a cancel of one of its requests in
+            // flight, which reaches the upstream call (`initialized` and
+            // `roots/list_changed` have nothing to forward: the upstream
+            // session is the gateway's).
+            if req.method == "notifications/cancelled" {
+                let cancelled = req
+                    .params_object()
+                    .and_then(|p| p.get("requestId"))
+                    .and_then(|v| serde_json::from_value(v.clone()).ok());
+                if let Some(cancelled) = cancelled {
+                    let owner = req.extensions.get::<TaskOwner>().map(|o| o.0.clone());
+                    self.cancels.cancel(owner, cancelled);
+                }
+            }
             return JsonRpcResponse::result(None, json!({}));
         }
         let outcome = match reply::check_version(&req) {
@@ -304,9 +326,10 @@ impl Shared {
     async fn forward(self: &Arc<Self>, req: &JsonRpcRequest) -> Result<Value, JsonRpcError> {
         let (link, _) = self.upstream.session(self.cfg.connect_wait).await?;
         let (params, sink) = upstream_params(req, None);
+        let watched = self.watch(req);
         let mut call = self.start_call(&link, None, &req.method, params);
         loop {
-            match call.step(&sink, None).await {
+            match call.step(&sink, watched.as_ref().map(|w| &w.token)).await {
                 Step::Done(out) => return out,
                 Step::Asked(_) => {
                     // Nobody to ask: every question is refused.
@@ -318,7 +341,17 @@ impl Shared {
 
     async fn tools_call(self: &Arc<Self>, req: &JsonRpcRequest) -> Result<Value, JsonRpcError> {
         let handle = req.extensions.get::<TaskHandle>().cloned();
-        let token = req.extensions.get::<CancellationToken>().cloned();
+        // A task's run is cancelled through the task; a synchronous call
+        // by the client's `notifications/cancelled`.
+        let watched = match req.extensions.get::<CancellationToken>() {
+            Some(_) => None,
+            None => self.watch(req),
+        };
+        let token = req
+            .extensions
+            .get::<CancellationToken>()
+            .cloned()
+            .or_else(|| watched.as_ref().map(|w| w.token.clone()));
         let owner = req.extensions.get::<TaskOwner>().map(|o| o.0.clone());
         let params = req.params_object();
         let name = params
@@ -341,6 +374,13 @@ impl Shared {
                 .map(|s| self.calls.unpark(s, owner.as_deref()))
             {
                 Some(Some(mut call)) => {
+                    // Over stdio: once no other call is active on its process.
+                    tokio::select! {
+                        () = call.resume_lane() => {}
+                        () = cancelled(token.as_ref()) => {
+                            return Err(JsonRpcError::internal("the call was cancelled"));
+                        }
+                    }
                     if call.answer(answers) {
                         // Answers still missing: the same questions again.
                         let questions = call.questions();
@@ -384,6 +424,12 @@ impl Shared {
                 self.park(call, owner, handle, &name, questions)
             }
         }
+    }
+
+    /// Watch the client's request for its `notifications/cancelled`.
+    fn watch(&self, req: &JsonRpcRequest) -> Option<Watched> {
+        let owner = req.extensions.get::<TaskOwner>().map(|o| o.0.clone());
+        Some(self.cancels.watch(owner, req.id.clone()?))
     }
 
     /// A new upstream call, registered so that what the upstream sends for
@@ -462,4 +508,12 @@ fn upstream_params(
         },
     };
     (params, sink)
+}
+
+/// Completes when `token` is cancelled; never without one.
+async fn cancelled(token: Option<&CancellationToken>) {
+    match token {
+        Some(token) => token.cancelled().await,
+        None => std::future::pending().await,
+    }
 }

@@ -3,8 +3,8 @@
 //! by at most one call at a time where the transport cannot tell calls
 //! apart (stdio).
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
 use tokio::sync::{watch, Notify};
@@ -56,8 +56,37 @@ pub(crate) struct Lane {
     /// Woken by `notifications/tools/list_changed` on this lane.
     pub(crate) refresh: Notify,
     stop: CancellationToken,
-    /// A call holds this lane (stdio: one call at a time).
-    pub(crate) held: AtomicBool,
+    usage: Mutex<Usage>,
+}
+
+/// Who uses a lane. Over stdio a lane carries at most one *active* call (one
+/// that may ask a question); calls parked while their questions wait for
+/// answers stay on it as residents (their upstream request waits for our
+/// response and cannot ask again), and each goes on only once the lane has
+/// no active call.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Usage {
+    pub(crate) active: bool,
+    pub(crate) residents: usize,
+    /// When the lane last had no call at all.
+    pub(crate) idle_since: Instant,
+}
+
+impl Default for Usage {
+    fn default() -> Self {
+        Usage {
+            active: false,
+            residents: 0,
+            idle_since: Instant::now(),
+        }
+    }
+}
+
+impl Usage {
+    /// No call uses the lane.
+    pub(crate) fn is_empty(&self) -> bool {
+        !self.active && self.residents == 0
+    }
 }
 
 impl Lane {
@@ -71,7 +100,7 @@ impl Lane {
             state: watch::Sender::new(State::Starting),
             refresh: Notify::new(),
             stop: CancellationToken::new(),
-            held: AtomicBool::new(false),
+            usage: Mutex::default(),
         });
         tokio::spawn(supervise(
             connector,
@@ -95,11 +124,9 @@ impl Lane {
         matches!(&*self.state.borrow(), State::Up(link, _) if !link.is_closed())
     }
 
-    /// Take the lane for one call, if no call holds it.
-    pub(crate) fn try_hold(&self) -> bool {
-        self.held
-            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
-            .is_ok()
+    /// Its users now.
+    pub(crate) fn usage(&self) -> MutexGuard<'_, Usage> {
+        self.usage.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The live connection and what the upstream said of itself, waiting

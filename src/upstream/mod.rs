@@ -12,7 +12,7 @@
 //! its supervision, `child.rs` a child process over stdio, `http.rs` a
 //! Streamable HTTP endpoint, `session.rs` the handshake and `tools/list`.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, PoisonError, RwLock, Weak};
 use std::time::Duration;
 
@@ -83,6 +83,10 @@ impl UpstreamTarget {
 /// How long the handshake may take.
 const HANDSHAKE: Duration = Duration::from_secs(30);
 
+/// A lane beyond the first that no call has used for this long is closed
+/// (its process ends).
+const LANE_IDLE: Duration = Duration::from_secs(60);
+
 /// The upstream, as the gateway uses it.
 pub(crate) struct Upstream {
     target: UpstreamTarget,
@@ -133,22 +137,83 @@ impl InboundSink for Tap {
     }
 }
 
-/// A lane held by one call over stdio (given back when dropped), or the
+/// A call's place on a lane over stdio (given back when dropped), or the
 /// shared lane of an HTTP upstream.
 pub(crate) struct Lease {
     lane: Option<Arc<Lane>>,
     upstream: Weak<Upstream>,
+    /// Whether the call is a resident (parked) rather than the active one.
+    parked: bool,
     /// The lane's live connection.
     pub(crate) link: Arc<Link>,
 }
 
+impl Lease {
+    /// The call waits for answers: it stops being the lane's active call
+    /// and stays as a resident.
+    pub(crate) fn park(&mut self) {
+        let Some(lane) = &self.lane else { return };
+        if self.parked {
+            return;
+        }
+        self.parked = true;
+        {
+            let mut usage = lane.usage();
+            usage.active = false;
+            usage.residents += 1;
+        }
+        self.wake();
+    }
+
+    /// The call goes on: it waits until the lane has no active call, then
+    /// is it (another call's question could not be told from its own).
+    pub(crate) async fn resume(&mut self) {
+        let (Some(lane), Some(up)) = (&self.lane, self.upstream.upgrade()) else {
+            self.parked = false;
+            return;
+        };
+        if !self.parked {
+            return;
+        }
+        loop {
+            let freed = up.released.notified();
+            tokio::pin!(freed);
+            freed.as_mut().enable();
+            {
+                let mut usage = lane.usage();
+                if !usage.active {
+                    usage.active = true;
+                    usage.residents = usage.residents.saturating_sub(1);
+                    self.parked = false;
+                    return;
+                }
+            }
+            freed.await;
+        }
+    }
+
+    fn wake(&self) {
+        if let Some(up) = self.upstream.upgrade() {
+            up.released.notify_waiters();
+        }
+    }
+}
+
 impl Drop for Lease {
     fn drop(&mut self) {
-        if let Some(lane) = self.lane.take() {
-            lane.held.store(false, Ordering::Release);
-            if let Some(up) = self.upstream.upgrade() {
-                up.released.notify_waiters();
+        if let Some(lane) = &self.lane {
+            {
+                let mut usage = lane.usage();
+                if self.parked {
+                    usage.residents = usage.residents.saturating_sub(1);
+                } else {
+                    usage.active = false;
+                }
+                if usage.is_empty() {
+                    usage.idle_since = std::time::Instant::now();
+                }
             }
+            self.wake();
         }
     }
 }
@@ -176,6 +241,7 @@ impl Upstream {
         });
         let primary = up.new_lane();
         up.lock_lanes().push(primary);
+        tokio::spawn(close_idle_lanes(Weak::clone(&up.me)));
         up
     }
 
@@ -212,6 +278,7 @@ impl Upstream {
             return Ok(Lease {
                 lane: None,
                 upstream: Weak::clone(&self.me),
+                parked: false,
                 link,
             });
         }
@@ -220,13 +287,15 @@ impl Upstream {
             tokio::pin!(released);
             released.as_mut().enable();
             if let Some(lane) = self.free_lane() {
+                // Made before the wait, so that a failed wait gives it back.
                 let lease = Lease {
                     lane: Some(Arc::clone(&lane)),
                     upstream: Weak::clone(&self.me),
+                    parked: false,
                     link: match lane.session(deadline).await {
                         Ok((link, _)) => link,
                         Err(e) => {
-                            lane.held.store(false, Ordering::Release);
+                            lane.usage().active = false;
                             self.released.notify_waiters();
                             return Err(e);
                         }
@@ -236,30 +305,36 @@ impl Upstream {
             }
             if tokio::time::timeout_at(deadline, released).await.is_err() {
                 return Err(JsonRpcError::internal(format!(
-                    "all {} upstream processes are busy with calls (running or waiting for \
-                     answers); the gateway's --upstream-processes bounds them",
+                    "all {} upstream processes are busy with running calls; the gateway's \
+                     --upstream-processes bounds them",
                     self.max_lanes
                 )));
             }
         }
     }
 
-    /// A lane taken for a call: an idle live one first, then any idle one,
-    /// then a new one while under the bound.
+    /// A lane taken as a new call's: one without an active call, the
+    /// fewest residents first (a live one before one still starting); a new
+    /// one only when every lane runs a call, up to the bound. Idle tasks
+    /// cost no process of their own: a resident resumes once its lane runs
+    /// nothing else.
     fn free_lane(&self) -> Option<Arc<Lane>> {
         let mut lanes = self.lock_lanes();
-        let pick = lanes
+        let idle = lanes
             .iter()
-            .filter(|l| l.is_up())
-            .chain(lanes.iter())
-            .find(|l| l.try_hold())
-            .cloned();
-        if pick.is_some() {
-            return pick;
+            .filter_map(|l| {
+                let u = *l.usage();
+                (!u.active).then_some(((u.residents, !l.is_up()), l))
+            })
+            .min_by_key(|(rank, _)| *rank)
+            .map(|(_, l)| Arc::clone(l));
+        if let Some(lane) = idle {
+            lane.usage().active = true;
+            return Some(lane);
         }
         if lanes.len() < self.max_lanes {
             let lane = self.new_lane();
-            lane.try_hold();
+            lane.usage().active = true;
             lanes.push(Arc::clone(&lane));
             return Some(lane);
         }
@@ -342,5 +417,25 @@ impl Drop for Upstream {
         for lane in self.lock_lanes().iter() {
             lane.stop();
         }
+    }
+}
+
+/// Close the lanes beyond the first that no call used for [`LANE_IDLE`],
+/// while the upstream lives.
+async fn close_idle_lanes(up: Weak<Upstream>) {
+    loop {
+        tokio::time::sleep(LANE_IDLE / 2).await;
+        let Some(up) = up.upgrade() else { return };
+        let mut lanes = up.lock_lanes();
+        let mut index = 0;
+        lanes.retain(|lane| {
+            index += 1;
+            let usage = *lane.usage();
+            let idle = index > 1 && usage.is_empty() && usage.idle_since.elapsed() >= LANE_IDLE;
+            if idle {
+                lane.stop();
+            }
+            !idle
+        });
     }
 }

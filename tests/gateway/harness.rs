@@ -9,7 +9,7 @@ use std::time::Duration;
 use mcp_task_layer::gateway::{Proxy, ProxyConfig, UpstreamTarget};
 use mcp_task_layer::{JsonRpcRequest, JsonRpcResponse, MemoryStore, TaskOwner, TaskPolicy};
 use serde_json::{json, Value};
-use tower::util::BoxCloneService;
+use tower::util::BoxCloneSyncService;
 use tower::{ServiceBuilder, ServiceExt};
 
 use crate::common;
@@ -53,7 +53,7 @@ fn command(line: &str) -> UpstreamTarget {
 /// A gateway and the service in front of it.
 pub struct Gateway {
     pub proxy: Proxy,
-    svc: BoxCloneService<JsonRpcRequest, JsonRpcResponse, Infallible>,
+    svc: BoxCloneSyncService<JsonRpcRequest, JsonRpcResponse, Infallible>,
     owner: Option<String>,
     next: std::sync::Arc<std::sync::atomic::AtomicI64>,
 }
@@ -72,10 +72,8 @@ impl Gateway {
         let layer = proxy
             .task_layer(MemoryStore::new())
             .with_poll_interval(Duration::from_millis(100));
-        let svc = ServiceBuilder::new()
-            .layer(layer)
-            .service(proxy.clone())
-            .boxed_clone();
+        let svc =
+            BoxCloneSyncService::new(ServiceBuilder::new().layer(layer).service(proxy.clone()));
         // Bounded: at most 60 connect waits.
         let mut ready = proxy.ready().await;
         for _ in 0..60 {
@@ -105,6 +103,19 @@ impl Gateway {
 
     pub async fn send(&self, method: &str, params: Value) -> JsonRpcResponse {
         let id = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.send_with_id(id, method, params).await
+    }
+
+    /// A notification from this caller.
+    pub async fn notify(&self, method: &str, params: Value) {
+        let mut req = JsonRpcRequest::notification(method, Some(params));
+        if let Some(owner) = &self.owner {
+            req.extensions.insert(TaskOwner::new(owner.clone()));
+        }
+        let _ = self.svc.clone().oneshot(req).await;
+    }
+
+    pub async fn send_with_id(&self, id: i64, method: &str, params: Value) -> JsonRpcResponse {
         let mut req = JsonRpcRequest::new(id, method, params);
         if let Some(owner) = &self.owner {
             req.extensions.insert(TaskOwner::new(owner.clone()));

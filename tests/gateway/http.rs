@@ -137,11 +137,11 @@ async fn over_http_two_calls_asking_at_once_each_get_their_own_answer() {
     gw.send26("tasks/update", json!({ "taskId": a, "inputResponses": { ka: { "action": "accept", "content": { "confirm": true } } } }), true).await;
     assert_eq!(
         text(&gw.status(&a, "completed").await["result"]),
-        "Deleted a.txt"
+        "Deleted a.txt."
     );
     assert_ne!(
         text(&gw.status(&b, "completed").await["result"]),
-        "Deleted b.txt"
+        "Deleted b.txt."
     );
 
     let t = gw.status(&long, "completed").await;

@@ -81,7 +81,7 @@ async fn an_upstream_elicitation_round_trips_through_tasks_update_into_the_same_
         .await;
     assert_eq!(common::ok(&ack)["resultType"], "complete");
     let t = gw.status(&task, "completed").await;
-    assert_eq!(text(&t["result"]), "Deleted a.txt");
+    assert_eq!(text(&t["result"]), "Deleted a.txt.");
     // The same upstream call went on: the tool started once.
     let started = events(&file)
         .iter()
@@ -152,28 +152,38 @@ async fn cancel_ends_the_upstream_call() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancelling_a_task_that_waits_for_input_cancels_its_upstream_call() {
-    let (_dir, file) = events_file();
-    let Some(up) = python(&file) else { return };
-    let gw = Gateway::start(up, &[("confirm_delete", TaskPolicy::Task)]).await;
-    let r = gw
-        .call("confirm_delete", json!({ "filename": "b.txt" }))
-        .await;
-    let task = r["taskId"].as_str().unwrap().to_owned();
-    gw.status(&task, "input_required").await;
-    assert_eq!(gw.proxy.calls_in_flight(), (1, 1));
-    gw.send26("tasks/cancel", json!({ "taskId": task }), true)
-        .await;
-    for _ in 0..600 {
-        if gw.proxy.calls_in_flight() == (0, 0) {
-            break;
+    // A `task` tool's call is parked with its task known; an `auto` tool's
+    // question makes the task, so its call is parked before its task id is
+    // known, and found when the task ends.
+    for policy in [
+        TaskPolicy::Task,
+        TaskPolicy::Auto {
+            within: Duration::from_secs(20),
+        },
+    ] {
+        let (_dir, file) = events_file();
+        let Some(up) = python(&file) else { return };
+        let gw = Gateway::start(up, &[("confirm_delete", policy)]).await;
+        let r = gw
+            .call("confirm_delete", json!({ "filename": "b.txt" }))
+            .await;
+        let task = r["taskId"].as_str().unwrap().to_owned();
+        gw.status(&task, "input_required").await;
+        assert_eq!(gw.proxy.calls_in_flight(), (1, 1));
+        gw.send26("tasks/cancel", json!({ "taskId": task }), true)
+            .await;
+        for _ in 0..600 {
+            if gw.proxy.calls_in_flight() == (0, 0) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(
+            gw.proxy.calls_in_flight(),
+            (0, 0),
+            "{policy:?}: the parked call is forgotten"
+        );
     }
-    assert_eq!(
-        gw.proxy.calls_in_flight(),
-        (0, 0),
-        "the parked call is forgotten"
-    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -255,7 +265,7 @@ async fn a_question_within_the_auto_budget_makes_a_task_at_once_or_a_plain_mrtr_
     assert_eq!(common::err(&stolen).code, -32602);
 
     let done = gw.send26("tools/call", answer, false).await;
-    assert_eq!(text(common::ok(&done)), "Deleted d.txt");
+    assert_eq!(text(common::ok(&done)), "Deleted d.txt.");
     assert_eq!(
         events(&file)
             .iter()
@@ -348,47 +358,57 @@ async fn over_stdio_calls_asking_at_once_each_get_their_own_answer() {
     gw.send26("tasks/update", json!({ "taskId": a, "inputResponses": { ka: { "action": "accept", "content": { "confirm": true } } } }), true).await;
     assert_eq!(
         text(&gw.status(&a, "completed").await["result"]),
-        "Deleted a.txt"
+        "Deleted a.txt."
     );
     assert_ne!(
         text(&gw.status(&b, "completed").await["result"]),
-        "Deleted b.txt"
+        "Deleted b.txt."
     );
     gw.status(busy["taskId"].as_str().unwrap(), "completed")
         .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_process_bound_holds_and_says_so() {
+async fn the_process_bound_holds_and_a_waiting_call_does_not_hold_a_process() {
     let (_dir, file) = events_file();
     let Some(up) = python(&file) else { return };
     let cfg = mcp_task_layer::gateway::ProxyConfig::default()
         .with_tool_policy("confirm_delete", TaskPolicy::Task)
+        .with_tool_policy("slow_compute", TaskPolicy::Task)
         .with_tool_policy("greet", TaskPolicy::Sync)
         .with_upstream_processes(1)
         .with_connect_wait(Duration::from_millis(500));
     let gw = Gateway::with_config(up, cfg).await;
+
+    // A call waiting for answers leaves its process to others.
     let a = gw
         .call("confirm_delete", json!({ "filename": "a.txt" }))
         .await;
     let a = a["taskId"].as_str().unwrap().to_owned();
-    let (key, _) = {
-        let t = gw.status(&a, "input_required").await;
-        let (k, v) = t["inputRequests"]
-            .as_object()
-            .unwrap()
-            .iter()
-            .next()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .unwrap();
-        (k, v)
-    };
-    // The one process is held by the waiting call: the next call is refused
-    // with the reason, not queued forever.
+    let t = gw.status(&a, "input_required").await;
+    let key = t["inputRequests"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .next()
+        .unwrap()
+        .clone();
+    assert_eq!(
+        text(&gw.call("greet", json!({ "name": "x" })).await),
+        "Hello, x!"
+    );
+
+    // A running call holds the one process: the next call is refused with
+    // the reason after the connect wait, not queued forever.
+    let slow = gw
+        .call("slow_compute", json!({ "seconds": 60, "label": "busy" }))
+        .await;
+    let slow = slow["taskId"].as_str().unwrap().to_owned();
+    event(&file, "started slow_compute").await;
     let refused = gw
         .send26(
             "tools/call",
-            json!({ "name": "greet", "arguments": { "name": "x" } }),
+            json!({ "name": "greet", "arguments": { "name": "y" } }),
             true,
         )
         .await;
@@ -397,11 +417,57 @@ async fn the_process_bound_holds_and_says_so() {
         "{:?}",
         common::err(&refused)
     );
+
+    // The answered call goes on once the process is free again.
     gw.send26("tasks/update", json!({ "taskId": a, "inputResponses": { key: { "action": "accept", "content": { "confirm": true } } } }), true).await;
-    gw.status(&a, "completed").await;
-    // Given back when the call ended.
+    assert_eq!(gw.get(&a).await["status"], "working");
+    gw.send26("tasks/cancel", json!({ "taskId": slow }), true)
+        .await;
     assert_eq!(
-        text(&gw.call("greet", json!({ "name": "y" })).await),
-        "Hello, y!"
+        text(&gw.status(&a, "completed").await["result"]),
+        "Deleted a.txt."
     );
+    assert_eq!(
+        text(&gw.call("greet", json!({ "name": "z" })).await),
+        "Hello, z!"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clients_cancel_of_a_synchronous_call_reaches_the_upstream() {
+    let (_dir, file) = events_file();
+    let Some(up) = python(&file) else { return };
+    let gw = Gateway::start(up, &[("slow_compute", TaskPolicy::Sync)]).await;
+    // A 2025-11-25 call that is no task: the client's cancel is the only
+    // way to stop it.
+    let call = {
+        let gw = gw.as_owner("alice");
+        tokio::spawn(async move {
+            gw.send_with_id(
+                77,
+                "tools/call",
+                json!({ "name": "slow_compute", "arguments": { "seconds": 60, "label": "sync" } }),
+            )
+            .await
+        })
+    };
+    event(&file, "started slow_compute").await;
+    // Another caller's cancel of the same request id changes nothing.
+    gw.as_owner("mallory")
+        .notify("notifications/cancelled", json!({ "requestId": 77 }))
+        .await;
+    assert_eq!(gw.proxy.cancellable_requests(), 1);
+    gw.notify(
+        "notifications/cancelled",
+        json!({ "requestId": 77, "reason": "changed my mind" }),
+    )
+    .await;
+    event(&file, "cancelled sync").await;
+    let resp = call.await.unwrap();
+    assert!(
+        common::err(&resp).message.contains("cancelled"),
+        "{:?}",
+        common::err(&resp)
+    );
+    assert_eq!(gw.proxy.cancellable_requests(), 0);
 }

@@ -89,10 +89,10 @@ async def main(command: list[str]) -> None:
             check(progress == [(1, 3, "step 1"), (2, 3, "step 2"), (3, 3, "step 3")], f"long progress {progress}")
 
             r = await session.call_tool("confirm_delete", {"filename": "a.txt"})
-            check(text_of(r) == "Deleted a.txt", f"confirm_delete -> {text_of(r)!r}")
+            check(text_of(r) == "Deleted a.txt.", f"confirm_delete -> {text_of(r)!r}")
 
             r = await session.call_tool("multi_input", {})
-            check(text_of(r) == "name=Alice, confirm=True", f"multi_input -> {text_of(r)!r}")
+            check(text_of(r) == "Thanks, Alice; proceed: true.", f"multi_input -> {text_of(r)!r}")
 
             r = await session.call_tool("ask_sampling", {"prompt": "2+2?"})
             check(text_of(r) == "sampled: 2+2?", f"ask_sampling -> {text_of(r)!r}")

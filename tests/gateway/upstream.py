@@ -58,7 +58,7 @@ except ImportError:  # mcp 1.x
 
     MCP_MAJOR = 1
 
-from mcp.types import SamplingMessage, TextContent
+from mcp.types import CallToolResult, SamplingMessage, TextContent
 
 # mcp 2.x marks sampling and roots deprecated (2026-07-28); they are what this server is for.
 warnings.filterwarnings("ignore", message=".*deprecated as of 2026-07-28")
@@ -102,7 +102,7 @@ async def greet(name: str) -> str:
     description="Sleep `seconds` (progress once a second), then return a text naming `label`.",
     structured_output=False,
 )
-async def slow_compute(seconds: float, ctx: Context, label: str = "job") -> str:
+async def slow_compute(seconds: float, ctx: Context, label: str = "(no label)") -> str:
     started("slow_compute")
     try:
         n = max(1, math.ceil(seconds))
@@ -119,15 +119,20 @@ async def slow_compute(seconds: float, ctx: Context, label: str = "job") -> str:
             event(f"cancelled {label}")
         raise
     finished("slow_compute")
-    return f"Computed {label} in {seconds} s"
+    # The texts of examples/server.rs, so that tests/ts-sdk passes through
+    # the gateway unchanged.
+    return f"computed {label} in {seconds:g}s"
 
 
 @mcp.tool(description="Fail with a tool error (isError) after about 1 s.", structured_output=False)
-async def failing_job() -> str:
+async def failing_job() -> CallToolResult:
     started("failing_job")
     await asyncio.sleep(1)
     finished("failing_job")
-    raise ToolError("failing_job failed on purpose")
+    return CallToolResult(
+        content=[TextContent(type="text", text="failing_job failed, as it always does")],
+        isError=True,
+    )
 
 
 @mcp.tool(description="Fail with a JSON-RPC error (not isError) after about 1 s.", structured_output=False)
@@ -135,7 +140,7 @@ async def protocol_error_job() -> str:
     started("protocol_error_job")
     await asyncio.sleep(1)
     finished("protocol_error_job")
-    raise protocol_error(-32603, "protocol_error_job failed on purpose")
+    raise protocol_error(-32603, "Internal error: protocol_error_job hit a (simulated) protocol failure")
 
 
 class Confirm(BaseModel):
@@ -157,8 +162,8 @@ async def confirm_delete(filename: str, ctx: Context) -> str:
     answer = await ctx.elicit(f"Delete {filename}?", Confirm)
     finished("confirm_delete")
     if answer.action == "accept" and answer.data.confirm:
-        return f"Deleted {filename}"
-    return f"Did not delete {filename} ({answer.action})"
+        return f"Deleted {filename}."
+    return f"Kept {filename}."
 
 
 @mcp.tool(description="Ask two elicitations at once (`name`, then `confirm`).", structured_output=False)
@@ -166,12 +171,12 @@ async def multi_input(ctx: Context) -> str:
     started("multi_input")
     name, confirm = await asyncio.gather(
         ctx.elicit("Your name?", Name),
-        ctx.elicit("Confirm?", Confirm),
+        ctx.elicit("Proceed?", Confirm),
     )
     finished("multi_input")
-    n = name.data.name if name.action == "accept" else f"<{name.action}>"
-    c = confirm.data.confirm if confirm.action == "accept" else f"<{confirm.action}>"
-    return f"name={n}, confirm={c}"
+    n = name.data.name if name.action == "accept" else "friend"
+    c = "true" if confirm.action == "accept" and confirm.data.confirm else "false"
+    return f"Thanks, {n}; proceed: {c}."
 
 
 @mcp.tool(description="Ask for `user_name`, work about 1 s, then greet.", structured_output=False)
@@ -181,7 +186,7 @@ async def test_tool_with_task(ctx: Context) -> str:
     user_name = answer.data.name if answer.action == "accept" else "stranger"
     await asyncio.sleep(1)
     finished("test_tool_with_task")
-    return f"Hello, {user_name}! The task is done."
+    return f"Hello, {user_name}! Your task is done."
 
 
 # --- the gateway's own tests ---------------------------------------------------

@@ -5,7 +5,21 @@
 
 use std::sync::Arc;
 
-use rmcp::model::{ClientRequest, ErrorCode, ErrorData, NumberOrString, ServerResult};
+// Deprecated by rmcp (logging, `resources/subscribe`) yet still requests
+// its `ClientRequest` reads.
+#[allow(deprecated)]
+use rmcp::model::{
+    CallToolRequest, CallToolRequestMethod, ClientRequest, CompleteRequest, CompleteRequestMethod,
+    ConstString, DiscoverRequest, DiscoverRequestMethod, ErrorCode, ErrorData, GetPromptRequest,
+    GetPromptRequestMethod, InitializeRequest, InitializeResultMethod, ListPromptsRequest,
+    ListPromptsRequestMethod, ListResourceTemplatesRequest, ListResourceTemplatesRequestMethod,
+    ListResourcesRequest, ListResourcesRequestMethod, ListToolsRequest, ListToolsRequestMethod,
+    NumberOrString, PingRequest, PingRequestMethod, ReadResourceRequest, ReadResourceRequestMethod,
+    ServerResult, SetLevelRequest, SetLevelRequestMethod, SubscribeRequest, SubscribeRequestMethod,
+    SubscriptionsListenRequest, SubscriptionsListenRequestMethod, UnsubscribeRequest,
+    UnsubscribeRequestMethod,
+};
+use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
 use crate::json::write_json_str;
@@ -27,28 +41,92 @@ pub(super) fn client_request(
     method: String,
     params: Option<Params>,
 ) -> Result<ClientRequest, JsonRpcError> {
-    let invalid = |e: serde_json::Error| {
-        // A position in the message built here means nothing to the client.
-        let text = e.to_string();
-        let suffix = format!(" at line {} column {}", e.line(), e.column());
-        let detail = text.strip_suffix(suffix.as_str()).unwrap_or(&text);
-        JsonRpcError::invalid_params(format!("invalid params: {detail}"))
+    let message = match params.as_ref().and_then(Params::text) {
+        Some(text) => {
+            let mut message = String::with_capacity(text.len() + method.len() + 24);
+            message.push_str("{\"method\":");
+            write_json_str(&mut message, &method);
+            message.push_str(",\"params\":");
+            message.push_str(text);
+            message.push('}');
+            Message::Text(message)
+        }
+        None => {
+            let mut message = Map::with_capacity(2);
+            message.insert("method".into(), Value::String(method));
+            if let Some(params) = params {
+                message.insert("params".into(), params.into_value());
+            }
+            Message::Value(Value::Object(message))
+        }
     };
-    if let Some(text) = params.as_ref().and_then(Params::text) {
-        let mut message = String::with_capacity(text.len() + method.len() + 24);
-        message.push_str("{\"method\":");
-        write_json_str(&mut message, &method);
-        message.push_str(",\"params\":");
-        message.push_str(text);
-        message.push('}');
-        return serde_json::from_str(&message).map_err(invalid);
+    let request: ClientRequest = message.parse().map_err(invalid)?;
+    // rmcp's `ClientRequest` is untagged: a known method whose params do
+    // not fit its variant falls through to `CustomRequest`, which the
+    // handler would answer `-32601` for a method that exists.
+    if let ClientRequest::CustomRequest(custom) = &request {
+        if let Some(e) = known_method_error(&custom.method, &message) {
+            return Err(invalid(e));
+        }
     }
-    let mut message = Map::with_capacity(2);
-    message.insert("method".into(), Value::String(method));
-    if let Some(params) = params {
-        message.insert("params".into(), params.into_value());
+    Ok(request)
+}
+
+/// A request as text or as a `Value`, read into rmcp's types.
+enum Message {
+    Text(String),
+    Value(Value),
+}
+
+impl Message {
+    fn parse<T: DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
+        match self {
+            Message::Text(text) => serde_json::from_str(text),
+            Message::Value(value) => T::deserialize(value),
+        }
     }
-    serde_json::from_value(Value::Object(message)).map_err(invalid)
+}
+
+/// `-32602` for params serde refused.
+fn invalid(e: serde_json::Error) -> JsonRpcError {
+    // A position in the message built here means nothing to the client.
+    let text = e.to_string();
+    let suffix = format!(" at line {} column {}", e.line(), e.column());
+    let detail = text.strip_suffix(suffix.as_str()).unwrap_or(&text);
+    JsonRpcError::invalid_params(detail)
+}
+
+/// Why `message` is not a request of `method`, when `method` is one of
+/// rmcp's `ClientRequest` variants; `None` for other methods.
+#[allow(deprecated)]
+fn known_method_error(method: &str, message: &Message) -> Option<serde_json::Error> {
+    macro_rules! known {
+        ($($request:ty => $method:ty),* $(,)?) => {
+            $(
+                if method == <$method as ConstString>::VALUE {
+                    return message.parse::<$request>().err();
+                }
+            )*
+        };
+    }
+    known!(
+        PingRequest => PingRequestMethod,
+        InitializeRequest => InitializeResultMethod,
+        DiscoverRequest => DiscoverRequestMethod,
+        CompleteRequest => CompleteRequestMethod,
+        SetLevelRequest => SetLevelRequestMethod,
+        GetPromptRequest => GetPromptRequestMethod,
+        ListPromptsRequest => ListPromptsRequestMethod,
+        ListResourcesRequest => ListResourcesRequestMethod,
+        ListResourceTemplatesRequest => ListResourceTemplatesRequestMethod,
+        ReadResourceRequest => ReadResourceRequestMethod,
+        SubscriptionsListenRequest => SubscriptionsListenRequestMethod,
+        SubscribeRequest => SubscribeRequestMethod,
+        UnsubscribeRequest => UnsubscribeRequestMethod,
+        CallToolRequest => CallToolRequestMethod,
+        ListToolsRequest => ListToolsRequestMethod,
+    );
+    None
 }
 
 /// The handler's answer as our response: the result as rmcp serializes it
@@ -68,6 +146,17 @@ pub(super) fn response(
         },
         Err(error) => JsonRpcResponse::error(id, json_rpc_error(error)),
     }
+}
+
+/// rmcp's `-32601` for `method` (whose message is the method's name) with
+/// the message of the layer's own `-32601`s; any other error as it is.
+pub(super) fn method_not_found(error: ErrorData, method: &str) -> ErrorData {
+    if error.code == ErrorCode::METHOD_NOT_FOUND && error.message == method && error.data.is_none()
+    {
+        let ours = JsonRpcError::method_not_found(method);
+        return ErrorData::new(error.code, ours.message, None);
+    }
+    error
 }
 
 /// rmcp's error as ours.

@@ -10,7 +10,7 @@ use rmcp::service::RequestContext;
 use rmcp::{Peer, RoleServer, ServerHandler, Service as _};
 use tokio_util::sync::CancellationToken;
 
-use super::convert::{client_request, response, rmcp_id};
+use super::convert::{client_request, method_not_found, response, rmcp_id};
 use super::peer;
 use crate::context::{TaskId, TaskOwner, TaskResumeContext};
 use crate::jsonrpc::{JsonRpcError, JsonRpcRequest, JsonRpcResponse};
@@ -147,6 +147,8 @@ impl<H: ServerHandler> RmcpService<H> {
             Ok(request) => request,
             Err(e) => return JsonRpcResponse::error(id, e),
         };
+        // rmcp names only the method in its `-32601`; ours says what it is.
+        let method = request.method().to_owned();
         let meta = std::mem::take(request.get_meta_mut());
         let task_token = extensions.get::<CancellationToken>().cloned();
         // The layer hands a token to every run that is, or may become, a task.
@@ -181,7 +183,7 @@ impl<H: ServerHandler> RmcpService<H> {
 
         let answer: Result<_, ErrorData> = self.handler.handle_request(request, context).await;
         drop(forwarding);
-        response(id, answer)
+        response(id, answer.map_err(|e| method_not_found(e, &method)))
     }
 
     /// The shared closed peer of `version`'s era.
