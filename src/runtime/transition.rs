@@ -82,7 +82,7 @@ pub(crate) fn claim(record: &TaskRecord, now_ms: i64, lease: LeaseTerms<'_>) -> 
 /// the queue is a worker's, not an orphan.
 pub(crate) fn orphaned(record: &TaskRecord, now_ms: i64, queued: bool) -> bool {
     record.status == TaskStatus::Working
-        && !record.lease.as_ref().is_some_and(|l| l.until_ms >= now_ms)
+        && record.lease.as_ref().is_none_or(|l| l.until_ms < now_ms)
         && !(queued && record.lease.as_ref().is_some_and(Lease::is_queued))
 }
 

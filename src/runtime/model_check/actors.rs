@@ -142,7 +142,7 @@ impl State {
         self.runs[i].op = RunOp::Write {
             what,
             expect: record.version,
-            next: Rec(next),
+            next: Rec::new(next),
             reinvoke,
         };
     }
@@ -204,7 +204,7 @@ impl State {
                 self.callers[i] = Caller::Decided {
                     key,
                     expect: record.version,
-                    next: Rec(next),
+                    next: Rec::new(next),
                 };
             }
             None => {
@@ -267,7 +267,7 @@ impl Model for Protocol {
         if !self.b.queued {
             state.start_run(0, &created);
         }
-        state.store = Some(Rec(created));
+        state.store = Some(Rec::new(created));
         vec![state]
     }
 
@@ -375,7 +375,7 @@ impl Model for Protocol {
                     s.ghost.cancel_acked = true;
                 }
                 Some(r) => {
-                    let next = Rec(transition::cancelled(r, now));
+                    let next = Rec::new(transition::cancelled(r, now));
                     s.cancel = Cancel::Decided {
                         expect: r.version,
                         next,
@@ -398,7 +398,7 @@ impl Model for Protocol {
             Action::Scan(i) => {
                 let replica = FIRST_WORKER + i as u8;
                 let r = s.read()?;
-                let next = Rec(transition::claim(r, now, self.b.lease(replica, now)));
+                let next = Rec::new(transition::claim(r, now, self.b.lease(replica, now)));
                 s.workers[i] = Claim::Decided {
                     expect: r.version,
                     next,
@@ -422,7 +422,7 @@ impl Model for Protocol {
                 };
                 s.reaper = Claim::Decided {
                     expect: r.version,
-                    next: Rec(next),
+                    next: Rec::new(next),
                 };
             }
             Action::OrphanWrite => {

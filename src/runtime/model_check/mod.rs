@@ -33,6 +33,7 @@ mod actors;
 mod tests;
 
 use std::hash::{Hash, Hasher};
+use std::sync::Arc;
 
 use serde_json::json;
 
@@ -81,7 +82,13 @@ pub(super) struct Protocol {
 /// A stored record, hashed on every field a model write can change (the
 /// others are the same in every record of the model).
 #[derive(Clone, Debug, PartialEq)]
-pub(super) struct Rec(pub(super) TaskRecord);
+pub(super) struct Rec(pub(super) Arc<TaskRecord>);
+
+impl Rec {
+    pub(super) fn new(record: TaskRecord) -> Self {
+        Rec(Arc::new(record))
+    }
+}
 
 impl Eq for Rec {}
 
@@ -291,7 +298,7 @@ impl State {
     pub(super) fn read(&self) -> Option<&TaskRecord> {
         self.store
             .as_ref()
-            .map(|r| &r.0)
+            .map(|r| &*r.0)
             .filter(|r| !r.is_expired(self.now))
     }
 
