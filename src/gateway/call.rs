@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use super::events::{progress_token, CallEvent, Registry};
 use super::sink::RunSink;
 use crate::jsonrpc::JsonRpcError;
-use crate::upstream::link::Link;
+use crate::upstream::link::{Answer, Link};
 use crate::upstream::Lease;
 
 /// After the upstream's first question, how long to wait for more before
@@ -22,12 +22,12 @@ use crate::upstream::Lease;
 /// at once sends them back to back).
 const SETTLE: Duration = Duration::from_millis(30);
 
-type Answer = Pin<Box<dyn Future<Output = Result<Value, JsonRpcError>> + Send>>;
+type Pending = Pin<Box<dyn Future<Output = Answer> + Send>>;
 
 /// What a step of a call ended with.
 pub(crate) enum Step {
-    /// The upstream answered: its result or its error.
-    Done(Result<Value, JsonRpcError>),
+    /// The upstream answered: its result (as it wrote it) or its error.
+    Done(Answer),
     /// The upstream asks: `{key: {method, params}}` for the client.
     Asked(Map<String, Value>),
 }
@@ -38,7 +38,7 @@ pub(crate) struct UpstreamCall {
     calls: Arc<dyn Registry>,
     link: Arc<Link>,
     id: u64,
-    answer: Answer,
+    answer: Pending,
     events: mpsc::Receiver<CallEvent>,
     /// Questions asked and not answered: key, the upstream's request id,
     /// and the question as the client sees it.

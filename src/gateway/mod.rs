@@ -296,19 +296,28 @@ impl Shared {
         let outcome = match reply::check_version(&req) {
             Err(e) => Err(e),
             Ok(()) => match req.method.as_str() {
-                "initialize" if !modern => self.info().await.map(|i| reply::initialize(&req, &i)),
-                "server/discover" => self.info().await.map(|i| reply::discover(&i)),
-                "ping" if !modern => Ok(json!({})),
+                "initialize" if !modern => self
+                    .info()
+                    .await
+                    .map(|i| Reply::Value(reply::initialize(&req, &i))),
+                "server/discover" => self.info().await.map(|i| Reply::Value(reply::discover(&i))),
+                "ping" if !modern => Ok(Reply::Value(json!({}))),
                 "tools/list" => self
                     .info()
                     .await
-                    .map(|_| reply::tools(&self.upstream.tools())),
+                    .map(|_| Reply::Value(reply::tools(&self.upstream.tools()))),
                 "tools/call" => self.tools_call(&req).await,
                 _ => self.forward(&req).await,
             },
         };
         match outcome {
-            Ok(result) => JsonRpcResponse::result(id, reply::shaped(result, modern)),
+            Ok(Reply::Value(result)) => JsonRpcResponse::result(id, reply::shaped(result, modern)),
+            // The upstream's result as it wrote it, not parsed and written
+            // again (a 2026-07-28 client's gains `resultType`).
+            Ok(Reply::Raw(raw)) => match reply::shaped_raw(raw, modern) {
+                Ok(raw) => JsonRpcResponse::raw_result(id, raw),
+                Err(value) => JsonRpcResponse::result(id, reply::shaped(value, modern)),
+            },
             Err(error) => JsonRpcResponse::error(id, error),
         }
     }
@@ -323,14 +332,14 @@ impl Shared {
     /// Anything but a tool call: the upstream's answer as it is (its
     /// questions relayed to a 2025-11-25 client's stream, refused for
     /// others).
-    async fn forward(self: &Arc<Self>, req: &JsonRpcRequest) -> Result<Value, JsonRpcError> {
+    async fn forward(self: &Arc<Self>, req: &JsonRpcRequest) -> Result<Reply, JsonRpcError> {
         let (link, _) = self.upstream.session(self.cfg.connect_wait).await?;
         let (params, sink) = upstream_params(req, None);
         let watched = self.watch(req);
         let mut call = self.start_call(&link, None, &req.method, params);
         loop {
             match call.step(&sink, watched.as_ref().map(|w| &w.token)).await {
-                Step::Done(out) => return out,
+                Step::Done(out) => return out.map(Reply::Raw),
                 Step::Asked(_) => {
                     // Nobody to ask: every question is refused.
                     call.refuse_questions();
@@ -339,7 +348,7 @@ impl Shared {
         }
     }
 
-    async fn tools_call(self: &Arc<Self>, req: &JsonRpcRequest) -> Result<Value, JsonRpcError> {
+    async fn tools_call(self: &Arc<Self>, req: &JsonRpcRequest) -> Result<Reply, JsonRpcError> {
         let handle = req.extensions.get::<TaskHandle>().cloned();
         // A task's run is cancelled through the task; a synchronous call
         // by the client's `notifications/cancelled`.
@@ -410,7 +419,7 @@ impl Shared {
                 }
             };
         match call.step(&sink, token.as_ref()).await {
-            Step::Done(out) => out,
+            Step::Done(out) => out.map(Reply::Raw),
             Step::Asked(questions) => {
                 if let Some(h) = &handle {
                     if h.id().is_none() && matches!(self.cfg.policy(&name), TaskPolicy::Auto { .. })
@@ -462,7 +471,7 @@ impl Shared {
         handle: Option<TaskHandle>,
         name: &str,
         questions: Map<String, Value>,
-    ) -> Result<Value, JsonRpcError> {
+    ) -> Result<Reply, JsonRpcError> {
         let key = reply::state_key()?;
         self.calls.park(call, owner, handle, key.clone())?;
         tracing::debug!(
@@ -470,12 +479,18 @@ impl Shared {
             questions = questions.len(),
             "upstream call waits for answers"
         );
-        Ok(json!({
+        Ok(Reply::Value(json!({
             "resultType": "input_required",
             "inputRequests": questions,
             "requestState": key,
-        }))
+        })))
     }
+}
+
+/// A result for the client: made here, or the upstream's as it wrote it.
+enum Reply {
+    Value(Value),
+    Raw(Box<serde_json::value::RawValue>),
 }
 
 /// The params to send upstream for `req`: the client's, without the

@@ -3,6 +3,7 @@
 //! the upstream said of itself, the upstream's tools, and `resultType` on
 //! every 2026-07-28 result.
 
+use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
 use crate::jsonrpc::{code, JsonRpcError, JsonRpcRequest};
@@ -101,10 +102,62 @@ pub(crate) fn shaped(mut result: Value, modern: bool) -> Value {
     result
 }
 
+/// [`shaped`] for a result kept as text: `resultType` is written in front
+/// of the object's members when the client speaks 2026-07-28 and the text
+/// holds no `resultType` anywhere; otherwise (a member of that name
+/// somewhere, or not an object) the value, to be shaped as a `Value`.
+pub(crate) fn shaped_raw(raw: Box<RawValue>, modern: bool) -> Result<Box<RawValue>, Value> {
+    let text = raw.get();
+    if !modern {
+        return Ok(raw);
+    }
+    let body = text.trim_start();
+    if body.starts_with('{') && !text.contains("\"resultType\"") {
+        let rest = body[1..].trim_start();
+        let spliced = if rest.starts_with('}') {
+            "{\"resultType\":\"complete\"}".to_owned()
+        } else {
+            format!("{{\"resultType\":\"complete\",{rest}")
+        };
+        if let Ok(raw) = RawValue::from_string(spliced) {
+            return Ok(raw);
+        }
+    }
+    Err(serde_json::from_str(text).unwrap_or(Value::Null))
+}
+
 /// A fresh key for a parked call: 128 random bits, so that a client cannot
 /// guess another's (and parked calls are bound to their owner besides).
 pub(crate) fn state_key() -> Result<String, JsonRpcError> {
     crate::runtime::ids::new_task_id()
         .map(|id| format!("mcp-tasks-gateway:{id}"))
         .map_err(|_| JsonRpcError::internal("the OS random source failed"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(text: &str) -> Box<RawValue> {
+        RawValue::from_string(text.to_owned()).unwrap()
+    }
+
+    #[test]
+    fn a_kept_result_gains_result_type_for_2026_clients_only() {
+        let r = |t: &str, m| shaped_raw(raw(t), m).map(|r| r.get().to_owned());
+        assert_eq!(
+            r(r#"{"content":[]}"#, false),
+            Ok(r#"{"content":[]}"#.to_owned())
+        );
+        assert_eq!(
+            r(r#" { "content":[]}"#, true),
+            Ok(r#"{"resultType":"complete","content":[]}"#.to_owned())
+        );
+        assert_eq!(r("{}", true), Ok(r#"{"resultType":"complete"}"#.to_owned()));
+        // A member of that name anywhere: shaped as a value, which keeps
+        // the upstream's own.
+        let v = shaped_raw(raw(r#"{"resultType":"x"}"#), true).unwrap_err();
+        assert_eq!(shaped(v, true), json!({ "resultType": "x" }));
+        assert!(shaped_raw(raw("[1]"), true).is_err());
+    }
 }

@@ -7,6 +7,8 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
+use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
@@ -46,7 +48,26 @@ pub(crate) trait InboundSink: Send + Sync + 'static {
     }
 }
 
-type Waiter = oneshot::Sender<Result<Value, JsonRpcError>>;
+/// An answer of the upstream: its `result` as it was written (parsed only
+/// by whoever needs a value), or its error.
+pub(crate) type Answer = Result<Box<RawValue>, JsonRpcError>;
+
+type Waiter = oneshot::Sender<Answer>;
+
+/// One message of the upstream, its `result` kept as text.
+#[derive(Deserialize)]
+struct Envelope {
+    #[serde(default)]
+    id: Option<Value>,
+    #[serde(default)]
+    method: Option<String>,
+    #[serde(default)]
+    params: Option<Value>,
+    #[serde(default)]
+    result: Option<Box<RawValue>>,
+    #[serde(default)]
+    error: Option<Value>,
+}
 
 /// One connection: its writer, the requests waiting for an answer, and
 /// whether it is over.
@@ -90,12 +111,7 @@ impl Link {
     /// Send request `id` (from [`next_id`](Self::next_id)) and wait for its
     /// answer: the `result`, the upstream's JSON-RPC error, or an error
     /// saying the connection ended first.
-    pub(crate) async fn request_with_id(
-        &self,
-        id: u64,
-        method: &str,
-        params: Value,
-    ) -> Result<Value, JsonRpcError> {
+    pub(crate) async fn request_with_id(&self, id: u64, method: &str, params: Value) -> Answer {
         let (tx, rx) = oneshot::channel();
         {
             let mut waiting = self.waiting.lock().unwrap_or_else(PoisonError::into_inner);
@@ -120,9 +136,11 @@ impl Link {
         }
     }
 
-    /// Send a request with a fresh id and wait for its answer.
+    /// Send a request with a fresh id and wait for its answer, as a value.
     pub(crate) async fn request(&self, method: &str, params: Value) -> Result<Value, JsonRpcError> {
-        self.request_with_id(self.next_id(), method, params).await
+        let raw = self.request_with_id(self.next_id(), method, params).await?;
+        serde_json::from_str(raw.get())
+            .map_err(|e| JsonRpcError::internal(format!("the upstream's {method} result: {e}")))
     }
 
     /// Stop waiting for request `id` (its caller went away).
@@ -206,15 +224,13 @@ impl Link {
         sink: &dyn InboundSink,
         related: Option<u64>,
     ) {
-        let Ok(Value::Object(mut message)) = serde_json::from_slice::<Value>(bytes) else {
-            tracing::debug!("the upstream sent a line that is not a JSON object");
+        let Ok(message) = serde_json::from_slice::<Envelope>(bytes) else {
+            tracing::debug!("the upstream sent a line that is not a JSON-RPC message");
             return;
         };
-        let params = message
-            .remove("params")
-            .unwrap_or(Value::Object(Map::new()));
-        match (message.remove("method"), message.remove("id")) {
-            (Some(Value::String(method)), Some(id)) => {
+        let params = message.params.unwrap_or(Value::Object(Map::new()));
+        match (message.method, message.id) {
+            (Some(method), Some(id)) => {
                 sink.inbound(
                     self,
                     Inbound::Request {
@@ -225,7 +241,7 @@ impl Link {
                     },
                 );
             }
-            (Some(Value::String(method)), None) => {
+            (Some(method), None) => {
                 sink.inbound(
                     self,
                     Inbound::Notification {
@@ -243,7 +259,7 @@ impl Link {
                     .unwrap_or_else(PoisonError::into_inner)
                     .remove(&id);
                 let Some(waiter) = waiter else { return };
-                let answer = match (message.remove("result"), message.remove("error")) {
+                let answer = match (message.result, message.error) {
                     (Some(result), _) => Ok(result),
                     (None, Some(error)) => {
                         Err(serde_json::from_value(error).unwrap_or_else(|_| {
