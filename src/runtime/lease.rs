@@ -23,27 +23,18 @@ impl Engine {
         self.lease_terms().take_over(prev)
     }
 
-    /// Whether this replica holds `record`'s lease under `fence`.
-    pub(crate) fn holds(&self, record: &TaskRecord, fence: u64) -> bool {
-        record
-            .lease
-            .as_ref()
-            .is_some_and(|l| l.holder == self.replica && l.fence == fence)
-    }
-
     /// Whether this replica's runner under `fence` still runs `record`: it
     /// is `working` and the lease is still this runner's (not fenced off by
     /// another replica that took the task over).
     pub(crate) fn runs_here(&self, record: &TaskRecord, fence: u64) -> bool {
-        if record.status != TaskStatus::Working {
-            return false;
+        if transition::runs_under(record, &self.replica, fence) {
+            return true;
         }
-        if !self.holds(record, fence) {
+        if record.status == TaskStatus::Working {
             crate::metrics::lease_lost();
             warn!("another replica took this task over; stopping its handler here");
-            return false;
         }
-        true
+        false
     }
 
     /// Renew the runner's lease. `false` when the runner must stop: the

@@ -22,6 +22,8 @@ pub(crate) mod ids;
 mod invoker;
 mod lease;
 mod listeners;
+#[cfg(test)]
+mod model_check;
 mod operator;
 mod publish;
 mod queue;

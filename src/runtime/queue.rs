@@ -6,7 +6,6 @@ use std::sync::Arc;
 use super::engine::Engine;
 use super::transition::{self, LeaseTerms};
 use crate::config::{Execution, Recovery};
-use crate::protocol::TaskStatus;
 use crate::store::{Lease, TaskRecord};
 
 impl Engine {
@@ -44,24 +43,14 @@ impl Engine {
     /// Whether a worker of this replica may claim `record` now: queued, or
     /// orphaned (its runner's lease ran out) when orphans are re-run.
     pub(crate) fn claimable(&self, record: &TaskRecord) -> bool {
-        match &record.lease {
-            Some(lease) if record.status == TaskStatus::Working => {
-                lease.is_queued()
-                    || (self.cfg.recovery == Recovery::Rerun && lease.until_ms < self.now_ms())
-            }
-            _ => false,
-        }
+        transition::claimable(record, self.now_ms(), self.cfg.recovery == Recovery::Rerun)
     }
 
     /// What `record` becomes when a worker here claims it: held under this
     /// replica's lease with a new fence. A queued run keeps its round; an
     /// orphan's is a run again from the top.
     pub(crate) fn claimed(&self, record: &TaskRecord) -> TaskRecord {
-        if record.lease.as_ref().is_some_and(Lease::is_queued) {
-            transition::claimed(record, self.lease_terms())
-        } else {
-            transition::orphan_rerun(record, self.now_ms(), self.lease_terms())
-        }
+        transition::claim(record, self.now_ms(), self.lease_terms())
     }
 
     /// Claim `record` for a run here: one compare-and-set from the version

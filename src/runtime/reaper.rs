@@ -14,7 +14,6 @@ use super::publish::change_loop;
 use super::runner::{HandlerRun, InnerFuture};
 use super::transition;
 use crate::config::Recovery;
-use crate::protocol::TaskStatus;
 use crate::store;
 
 /// How many expired tasks one store call deletes.
@@ -109,18 +108,10 @@ impl Engine {
         };
         let invoker = self.invoker.get();
         for record in orphans {
-            if record.status != TaskStatus::Working
-                || record
-                    .lease
-                    .as_ref()
-                    .is_some_and(|l| l.until_ms >= self.now_ms())
-            {
-                continue;
-            }
             // With queued execution (and `Fail`: `Rerun` returned above),
             // a queued run waits for a worker; only failing a dead runner's
             // task is the reaper's.
-            if self.queued() && record.lease.as_ref().is_some_and(store::Lease::is_queued) {
+            if !transition::orphaned(&record, self.now_ms(), self.queued()) {
                 continue;
             }
             match (invoker.clone(), self.cfg.recovery) {

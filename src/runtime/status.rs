@@ -21,7 +21,6 @@ use tracing::warn;
 use super::cas::{CasError, Decision, Outcome, Reader};
 use super::engine::Engine;
 use super::transition;
-use crate::protocol::TaskStatus;
 
 /// The shortest time between two status message writes of one run: a
 /// handler setting messages in a tight loop costs at most this many store
@@ -310,7 +309,7 @@ impl Engine {
     async fn write_status_message(&self, id: &str, fence: u64, message: String) -> bool {
         let written = self
             .compare_and_set(id, Reader::Runner, |record| {
-                if record.status != TaskStatus::Working || !self.holds(record, fence) {
+                if !transition::runs_under(record, &self.replica, fence) {
                     return Ok(Decision::Keep(false));
                 }
                 if record.status_message.as_deref() == Some(message.as_str()) {

@@ -39,6 +39,53 @@ impl LeaseTerms<'_> {
     }
 }
 
+/// Whether `holder` holds `record`'s lease under `fence` (whatever its
+/// status).
+pub(crate) fn held_by(record: &TaskRecord, holder: &str, fence: u64) -> bool {
+    record
+        .lease
+        .as_ref()
+        .is_some_and(|l| l.holder == holder && l.fence == fence)
+}
+
+/// Whether a runner of `holder` under `fence` may still write `record`: it
+/// is `working` and the lease is still that run's. Every runner write
+/// (its answer, a heartbeat, a status message) is decided under this.
+pub(crate) fn runs_under(record: &TaskRecord, holder: &str, fence: u64) -> bool {
+    record.status == TaskStatus::Working && held_by(record, holder, fence)
+}
+
+/// Whether a worker may claim `record` at `now_ms`: `working` and queued,
+/// or orphaned (its runner's lease ran out) when `rerun_orphans`.
+pub(crate) fn claimable(record: &TaskRecord, now_ms: i64, rerun_orphans: bool) -> bool {
+    match &record.lease {
+        Some(lease) if record.status == TaskStatus::Working => {
+            lease.is_queued() || (rerun_orphans && lease.until_ms < now_ms)
+        }
+        _ => false,
+    }
+}
+
+/// What a claimable `record` becomes when a worker with `lease` terms
+/// claims it: a queued run keeps its round, an orphan's is a run again from
+/// the top (both one fence more).
+pub(crate) fn claim(record: &TaskRecord, now_ms: i64, lease: LeaseTerms<'_>) -> TaskRecord {
+    if record.lease.as_ref().is_some_and(Lease::is_queued) {
+        claimed(record, lease)
+    } else {
+        orphan_rerun(record, now_ms, lease)
+    }
+}
+
+/// Whether `record` is an orphan at `now_ms` for the reaper: `working` and
+/// its lease (if any) ran out. With `queued` execution a run waiting in
+/// the queue is a worker's, not an orphan.
+pub(crate) fn orphaned(record: &TaskRecord, now_ms: i64, queued: bool) -> bool {
+    record.status == TaskStatus::Working
+        && record.lease.as_ref().is_none_or(|l| l.until_ms < now_ms)
+        && !(queued && record.lease.as_ref().is_some_and(Lease::is_queued))
+}
+
 /// The next version of `record` with the outstanding ones among `answers`
 /// merged in, or `None` when no outstanding key is answered. When that
 /// answers the last outstanding key, the task is `working` again under a
