@@ -106,6 +106,23 @@ impl Gateway {
         self.send_with_id(id, method, params).await
     }
 
+    /// A request carrying `peer`, the client's way back (as a transport
+    /// puts it in the extensions).
+    pub async fn send_with_peer(
+        &self,
+        method: &str,
+        params: Value,
+        peer: mcp_task_layer::Peer,
+    ) -> JsonRpcResponse {
+        let id = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut req = JsonRpcRequest::new(id, method, params);
+        req.extensions.insert(peer);
+        if let Some(owner) = &self.owner {
+            req.extensions.insert(TaskOwner::new(owner.clone()));
+        }
+        self.svc.clone().oneshot(req).await.unwrap()
+    }
+
     /// A notification from this caller.
     pub async fn notify(&self, method: &str, params: Value) {
         let mut req = JsonRpcRequest::notification(method, Some(params));

@@ -471,3 +471,54 @@ async fn a_clients_cancel_of_a_synchronous_call_reaches_the_upstream() {
     );
     assert_eq!(gw.proxy.cancellable_requests(), 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2025_call_that_is_no_task_is_asked_on_the_clients_own_stream() {
+    let (_dir, file) = events_file();
+    let Some(up) = python(&file) else { return };
+    let gw = Gateway::start(
+        up,
+        &[
+            ("test_tool_with_task", TaskPolicy::Sync),
+            ("long", TaskPolicy::Sync),
+        ],
+    )
+    .await;
+    let peer = common::peer::TestPeer::default();
+    // The upstream's question goes to the client as a real request on its
+    // stream (the test peer answers "Grace"), as any proxy relays it.
+    let r = gw
+        .send_with_peer(
+            "tools/call",
+            json!({ "name": "test_tool_with_task", "arguments": {} }),
+            mcp_task_layer::Peer::new(peer.clone()),
+        )
+        .await;
+    assert_eq!(text(common::ok(&r)), "Hello, Grace! Your task is done.");
+    let sent = peer.sent.lock().unwrap().clone();
+    assert!(
+        sent.iter().any(|(m, _)| m == "elicitation/create"),
+        "{sent:?}"
+    );
+    // The client's own progress token gets the upstream's progress.
+    let r = gw
+        .send_with_peer(
+            "tools/call",
+            json!({ "name": "long", "arguments": { "seconds": 1, "steps": 2 }, "_meta": { "progressToken": "mine" } }),
+            mcp_task_layer::Peer::new(peer.clone()),
+        )
+        .await;
+    assert_eq!(text(common::ok(&r)), "done after 2 steps");
+    let progress: Vec<_> = peer
+        .sent
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(m, _)| m == "notifications/progress")
+        .map(|(_, p)| p["progressToken"].clone())
+        .collect();
+    assert!(
+        !progress.is_empty() && progress.iter().all(|t| t == "mine"),
+        "{progress:?}"
+    );
+}
