@@ -147,7 +147,7 @@ impl Wire {
             .get(CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.starts_with("text/event-stream"));
-        let mut body = resp.into_body();
+        let body = resp.into_body();
         if !sse {
             match Limited::new(body, MAX_MESSAGE).collect().await {
                 Ok(bytes) => self.deliver(&link, &bytes.to_bytes(), Some(id), initialize),
@@ -159,38 +159,19 @@ impl Wire {
             }
             return;
         }
-        let mut decoder = EventDecoder::new(MAX_MESSAGE);
-        let mut events: VecDeque<Vec<u8>> = VecDeque::new();
-        loop {
-            while let Some(data) = events.pop_front() {
-                if !data.is_empty() {
-                    self.deliver(&link, &data, Some(id), initialize);
-                }
-            }
-            let frame = tokio::select! {
-                f = body.frame() => f,
-                () = link.closed() => return,
-            };
-            match frame {
-                Some(Ok(frame)) => {
-                    if let Ok(data) = frame.into_data() {
-                        if decoder.feed(&data, &mut events).is_err() {
-                            return self.fail(&link, id, "an upstream SSE event is too large");
-                        }
-                    }
-                }
-                Some(Err(e)) => {
-                    return self.fail(&link, id, &format!("the upstream's stream broke: {e}"))
-                }
-                // The stream ended: an answer not given by now never comes.
-                None => {
-                    return self.fail(
-                        &link,
-                        id,
-                        "the upstream closed the stream without answering",
-                    )
-                }
-            }
+        let ended = each_event(body, &link, |data| {
+            self.deliver(&link, data, Some(id), initialize);
+        })
+        .await;
+        match ended {
+            Ended::Closed => {}
+            // An answer not given by the end of its stream never comes.
+            Ended::Finished => self.fail(
+                &link,
+                id,
+                "the upstream closed the stream without answering",
+            ),
+            Ended::Broke(why) => self.fail(&link, id, &why),
         }
     }
 
@@ -258,28 +239,51 @@ async fn listen(link: Arc<Link>, get: GetStream) {
     if !resp.status().is_success() {
         return;
     }
-    let mut body = resp.into_body();
+    each_event(resp.into_body(), &link, |data| {
+        link.deliver_related(data, &*sink, None);
+    })
+    .await;
+}
+
+/// How an event stream ended.
+enum Ended {
+    /// The link closed first.
+    Closed,
+    /// The upstream ended it.
+    Finished,
+    /// It broke, or an event was too large.
+    Broke(String),
+}
+
+/// Hand each non-empty event of `body` to `each`, until the stream or the
+/// link ends.
+async fn each_event(
+    mut body: hyper::body::Incoming,
+    link: &Link,
+    mut each: impl FnMut(&[u8]),
+) -> Ended {
     let mut decoder = EventDecoder::new(MAX_MESSAGE);
     let mut events: VecDeque<Vec<u8>> = VecDeque::new();
     loop {
         while let Some(data) = events.pop_front() {
             if !data.is_empty() {
-                link.deliver_related(&data, &*sink, None);
+                each(&data);
             }
         }
         let frame = tokio::select! {
             f = body.frame() => f,
-            () = link.closed() => return,
+            () = link.closed() => return Ended::Closed,
         };
         match frame {
             Some(Ok(frame)) => {
                 if let Ok(data) = frame.into_data() {
                     if decoder.feed(&data, &mut events).is_err() {
-                        return;
+                        return Ended::Broke("an upstream SSE event is too large".to_owned());
                     }
                 }
             }
-            _ => return,
+            Some(Err(e)) => return Ended::Broke(format!("the upstream's stream broke: {e}")),
+            None => return Ended::Finished,
         }
     }
 }
