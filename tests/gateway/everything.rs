@@ -31,7 +31,14 @@ async fn server_everything_gets_tasks_with_progress_and_elicitation() {
     assert_eq!(r["resultType"], "complete");
     assert!(text(&r).contains("hi"), "{r}");
 
-    // Its progress ("k of n": it sends no message) is the statusMessage.
+    progress_and_elicitation(&gw).await;
+}
+
+/// server-everything's long operation as a task whose progress ("k of n":
+/// it sends no message) is the statusMessage, and its elicitation tool
+/// (registered because the gateway declares the capability) asking through
+/// the task, whichever transport reaches it.
+pub(crate) async fn progress_and_elicitation(gw: &Gateway) {
     let r = gw
         .call(
             "trigger-long-running-operation",

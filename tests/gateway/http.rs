@@ -11,7 +11,7 @@ use mcp_task_layer::TaskPolicy;
 use serde_json::json;
 
 use crate::common;
-use crate::harness::{event, events, events_file, text, Gateway};
+use crate::harness::{event, events_file, text, Gateway};
 
 /// An upstream process, killed (and continued first, if stopped) when the
 /// test ends.
@@ -98,61 +98,7 @@ async fn over_http_two_calls_asking_at_once_each_get_their_own_answer() {
     )
     .await;
 
-    // Progress and the result, over HTTP.
-    let r = gw.call("long", json!({ "seconds": 2, "steps": 2 })).await;
-    let long = r["taskId"].as_str().unwrap().to_owned();
-
-    let a = gw
-        .call("confirm_delete", json!({ "filename": "a.txt" }))
-        .await;
-    let b = gw
-        .call("confirm_delete", json!({ "filename": "b.txt" }))
-        .await;
-    let (a, b) = (
-        a["taskId"].as_str().unwrap().to_owned(),
-        b["taskId"].as_str().unwrap().to_owned(),
-    );
-    let ta = gw.status(&a, "input_required").await;
-    let tb = gw.status(&b, "input_required").await;
-    let question = |t: &serde_json::Value| {
-        t["inputRequests"]
-            .as_object()
-            .unwrap()
-            .iter()
-            .next()
-            .map(|(k, v)| (k.clone(), v["params"]["message"].clone()))
-            .unwrap()
-    };
-    let (ka, ma) = question(&ta);
-    let (kb, mb) = question(&tb);
-    assert_eq!(ma, "Delete a.txt?");
-    assert_eq!(mb, "Delete b.txt?");
-    // b is declined, a accepted: each answer reaches its own call.
-    gw.send26(
-        "tasks/update",
-        json!({ "taskId": b, "inputResponses": { kb: { "action": "decline" } } }),
-        true,
-    )
-    .await;
-    gw.send26("tasks/update", json!({ "taskId": a, "inputResponses": { ka: { "action": "accept", "content": { "confirm": true } } } }), true).await;
-    assert_eq!(
-        text(&gw.status(&a, "completed").await["result"]),
-        "Deleted a.txt."
-    );
-    assert_ne!(
-        text(&gw.status(&b, "completed").await["result"]),
-        "Deleted b.txt."
-    );
-
-    let t = gw.status(&long, "completed").await;
-    assert_eq!(text(&t["result"]), "done after 2 steps");
-    assert_eq!(
-        events(&file)
-            .iter()
-            .filter(|l| *l == "started confirm_delete")
-            .count(),
-        2
-    );
+    crate::python::calls_asking_at_once_get_their_own_answers(&gw, &file).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -227,37 +173,5 @@ async fn server_everything_over_http_gets_tasks_with_progress_and_elicitation() 
         ],
     )
     .await;
-    let r = gw
-        .call(
-            "trigger-long-running-operation",
-            json!({ "duration": 2, "steps": 4 }),
-        )
-        .await;
-    let task = r["taskId"].as_str().unwrap().to_owned();
-    gw.poll(&task, "a progress message", |t| {
-        t["statusMessage"]
-            .as_str()
-            .is_some_and(|m| m.ends_with(" of 4"))
-    })
-    .await;
-    gw.status(&task, "completed").await;
-
-    let r = gw.call("trigger-elicitation-request", json!({})).await;
-    let task = r["taskId"].as_str().unwrap().to_owned();
-    let t = gw.status(&task, "input_required").await;
-    let key = t["inputRequests"]
-        .as_object()
-        .unwrap()
-        .keys()
-        .next()
-        .unwrap()
-        .clone();
-    gw.send26(
-        "tasks/update",
-        json!({ "taskId": task, "inputResponses": { key: { "action": "accept", "content": { "name": "Ada" } } } }),
-        true,
-    )
-    .await;
-    let t = gw.status(&task, "completed").await;
-    assert!(t["result"].to_string().contains("Ada"), "{t}");
+    crate::everything::progress_and_elicitation(&gw).await;
 }

@@ -323,49 +323,7 @@ async fn over_stdio_calls_asking_at_once_each_get_their_own_answer() {
         ],
     )
     .await;
-    let busy = gw.call("long", json!({ "seconds": 2, "steps": 2 })).await;
-    let a = gw
-        .call("confirm_delete", json!({ "filename": "a.txt" }))
-        .await;
-    let b = gw
-        .call("confirm_delete", json!({ "filename": "b.txt" }))
-        .await;
-    let (a, b) = (
-        a["taskId"].as_str().unwrap().to_owned(),
-        b["taskId"].as_str().unwrap().to_owned(),
-    );
-    let question = |t: &serde_json::Value| {
-        let (k, v) = t["inputRequests"]
-            .as_object()
-            .unwrap()
-            .iter()
-            .next()
-            .unwrap();
-        (k.clone(), v["params"]["message"].clone())
-    };
-    let (ka, ma) = question(&gw.status(&a, "input_required").await);
-    let (kb, mb) = question(&gw.status(&b, "input_required").await);
-    assert_eq!(
-        (ma.as_str(), mb.as_str()),
-        (Some("Delete a.txt?"), Some("Delete b.txt?"))
-    );
-    gw.send26(
-        "tasks/update",
-        json!({ "taskId": b, "inputResponses": { kb: { "action": "decline" } } }),
-        true,
-    )
-    .await;
-    gw.send26("tasks/update", json!({ "taskId": a, "inputResponses": { ka: { "action": "accept", "content": { "confirm": true } } } }), true).await;
-    assert_eq!(
-        text(&gw.status(&a, "completed").await["result"]),
-        "Deleted a.txt."
-    );
-    assert_ne!(
-        text(&gw.status(&b, "completed").await["result"]),
-        "Deleted b.txt."
-    );
-    gw.status(busy["taskId"].as_str().unwrap(), "completed")
-        .await;
+    calls_asking_at_once_get_their_own_answers(&gw, &file).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -521,4 +479,62 @@ async fn a_2025_call_that_is_no_task_is_asked_on_the_clients_own_stream() {
         !progress.is_empty() && progress.iter().all(|t| t == "mine"),
         "{progress:?}"
     );
+}
+
+/// A long call running, then two `confirm_delete` calls asking at once:
+/// each question reaches its client (its own file), each answer its own
+/// call (b declined, a accepted), and the long call ends as it would alone.
+/// Over stdio each runs in a process of its own; over HTTP each question
+/// comes on its call's stream.
+pub(crate) async fn calls_asking_at_once_get_their_own_answers(
+    gw: &Gateway,
+    file: &std::path::Path,
+) {
+    let r = gw.call("long", json!({ "seconds": 2, "steps": 2 })).await;
+    let long = r["taskId"].as_str().unwrap().to_owned();
+    let a = gw
+        .call("confirm_delete", json!({ "filename": "a.txt" }))
+        .await;
+    let b = gw
+        .call("confirm_delete", json!({ "filename": "b.txt" }))
+        .await;
+    let (a, b) = (
+        a["taskId"].as_str().unwrap().to_owned(),
+        b["taskId"].as_str().unwrap().to_owned(),
+    );
+    let question = |t: &serde_json::Value| {
+        let (k, v) = t["inputRequests"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .next()
+            .unwrap();
+        (k.clone(), v["params"]["message"].clone())
+    };
+    let (ka, ma) = question(&gw.status(&a, "input_required").await);
+    let (kb, mb) = question(&gw.status(&b, "input_required").await);
+    assert_eq!(ma, "Delete a.txt?");
+    assert_eq!(mb, "Delete b.txt?");
+    gw.send26(
+        "tasks/update",
+        json!({ "taskId": b, "inputResponses": { kb: { "action": "decline" } } }),
+        true,
+    )
+    .await;
+    gw.send26("tasks/update", json!({ "taskId": a, "inputResponses": { ka: { "action": "accept", "content": { "confirm": true } } } }), true).await;
+    assert_eq!(
+        text(&gw.status(&a, "completed").await["result"]),
+        "Deleted a.txt."
+    );
+    assert_ne!(
+        text(&gw.status(&b, "completed").await["result"]),
+        "Deleted b.txt."
+    );
+    let t = gw.status(&long, "completed").await;
+    assert_eq!(text(&t["result"]), "done after 2 steps");
+    let started = events(file)
+        .iter()
+        .filter(|l| *l == "started confirm_delete")
+        .count();
+    assert_eq!(started, 2);
 }
