@@ -100,31 +100,10 @@ fn result(resp: &Value) -> &Value {
 #[test]
 fn over_http_a_long_tool_is_a_task_bound_to_its_caller() {
     let Some(py) = python() else { return };
-    let mut child = Command::new(BIN)
-        .args([
-            "gateway",
-            "--listen",
-            "127.0.0.1:0",
-            "--policy",
-            "greet=sync",
-            "--policy",
-            "long=auto:200",
-            "--",
-        ])
-        .args([&py, &upstream()])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let _running = Running(child);
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    let addr = line
-        .trim()
-        .strip_prefix("listening on http://")
-        .and_then(|a| a.strip_suffix("/mcp"))
-        .unwrap_or_else(|| panic!("{line:?}"))
-        .to_owned();
+    let (_running, addr) = listen(
+        &py,
+        &["--policy", "greet=sync", "--policy", "long=auto:200"],
+    );
 
     let greet = post(
         &addr,
@@ -264,13 +243,35 @@ fn a_bad_command_line_or_store_is_one_line_and_a_non_zero_exit() {
     );
 }
 
+/// `mcp-tasks gateway --listen 127.0.0.1:0` with `flags` in front of the
+/// Python upstream, and the address it printed.
+fn listen(py: &str, flags: &[&str]) -> (Running, String) {
+    let mut child = Command::new(BIN)
+        .args(["gateway", "--listen", "127.0.0.1:0"])
+        .args(flags)
+        .arg("--")
+        .args([py, &upstream()])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let running = Running(child);
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    let addr = line
+        .trim()
+        .strip_prefix("listening on http://")
+        .and_then(|a| a.strip_suffix("/mcp"))
+        .unwrap_or_else(|| panic!("{line:?}"))
+        .to_owned();
+    (running, addr)
+}
+
 /// A gateway on `store` in front of the Python upstream, its address.
 fn start_gateway(py: &str, store: &str) -> (Running, String) {
-    let mut child = Command::new(BIN)
-        .args([
-            "gateway",
-            "--listen",
-            "127.0.0.1:0",
+    listen(
+        py,
+        &[
             "--store",
             store,
             "--lease-ttl",
@@ -283,22 +284,8 @@ fn start_gateway(py: &str, store: &str) -> (Running, String) {
             "long=task",
             "--policy",
             "confirm_delete=task",
-            "--",
-        ])
-        .args([py, &upstream()])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    let addr = line
-        .trim()
-        .strip_prefix("listening on http://")
-        .and_then(|a| a.strip_suffix("/mcp"))
-        .unwrap_or_else(|| panic!("{line:?}"))
-        .to_owned();
-    (Running(child), addr)
+        ],
+    )
 }
 
 fn start_task(addr: &str, tool: &str, args: Value) -> String {
