@@ -352,15 +352,12 @@ impl Shared {
         let handle = req.extensions.get::<TaskHandle>().cloned();
         // A task's run is cancelled through the task; a synchronous call
         // by the client's `notifications/cancelled`.
-        let watched = match req.extensions.get::<CancellationToken>() {
+        let task_token = req.extensions.get::<CancellationToken>().cloned();
+        let watched = match task_token {
             Some(_) => None,
             None => self.watch(req),
         };
-        let token = req
-            .extensions
-            .get::<CancellationToken>()
-            .cloned()
-            .or_else(|| watched.as_ref().map(|w| w.token.clone()));
+        let token = task_token.or_else(|| watched.as_ref().map(|w| w.token.clone()));
         let owner = req.extensions.get::<TaskOwner>().map(|o| o.0.clone());
         let params = req.params_object();
         let name = params
