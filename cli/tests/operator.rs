@@ -126,6 +126,25 @@ async fn until_status(layer: &TaskLayer, id: &str, status: TaskStatus) {
     panic!("{id} never reached {status}");
 }
 
+/// `tasks` (id, status) in the order the operator API documents for a
+/// listing: `(created_at_ms, id)` descending.
+async fn newest_first(
+    layer: &TaskLayer,
+    tasks: [(&String, &'static str); 3],
+) -> Vec<(String, &'static str)> {
+    let operator = layer.operator();
+    let mut keyed = Vec::new();
+    for (id, status) in tasks {
+        let record = operator.get(id).await.expect("get").expect("a task");
+        keyed.push((record.created_at_ms, id.clone(), status));
+    }
+    keyed.sort_by(|a, b| (b.0, &b.1).cmp(&(a.0, &a.1)));
+    keyed
+        .into_iter()
+        .map(|(_, id, status)| (id, status))
+        .collect()
+}
+
 /// Everything an operator does, on the store at `url`.
 async fn operate_on(url: &str, store: Arc<dyn mcp_task_layer::TaskStore>) {
     let stopped = Arc::new(AtomicUsize::new(0));
@@ -141,12 +160,28 @@ async fn operate_on(url: &str, store: Arc<dyn mcp_task_layer::TaskStore>) {
     until_status(&layer, &ask, TaskStatus::InputRequired).await;
     until_status(&layer, &done, TaskStatus::Completed).await;
 
-    // list: every owner's task, newest first, one JSON object per line.
+    // list: every owner's task, newest first by `(created_at_ms, id)`
+    // (three tasks started in one millisecond sort by id), one JSON
+    // object per line.
+    let newest_first = newest_first(
+        &layer,
+        [
+            (&hang, "working"),
+            (&ask, "input_required"),
+            (&done, "completed"),
+        ],
+    )
+    .await;
     let all = json_lines(&ok_run(url, &["list", "--json"]).await);
     let ids: Vec<&str> = all.iter().map(|t| t["id"].as_str().unwrap()).collect();
-    assert_eq!(ids, [done.as_str(), ask.as_str(), hang.as_str()]);
-    assert_eq!(all[2]["owner"], "alice");
-    assert_eq!(all[2]["status"], "working");
+    let expected: Vec<&str> = newest_first.iter().map(|(id, _)| id.as_str()).collect();
+    assert_eq!(ids, expected);
+    let alice = all
+        .iter()
+        .find(|t| t["id"] == hang.as_str())
+        .expect("alice's task");
+    assert_eq!(alice["owner"], "alice");
+    assert_eq!(alice["status"], "working");
     let working = json_lines(&ok_run(url, &["list", "--status", "working", "--json"]).await);
     assert_eq!(working.len(), 1);
     assert_eq!(working[0]["id"], hang.as_str());
@@ -162,10 +197,7 @@ async fn operate_on(url: &str, store: Arc<dyn mcp_task_layer::TaskStore>) {
     let lines: Vec<&str> = table.lines().collect();
     assert_eq!(lines.len(), 4, "{table}");
     let column = lines[0].find("STATUS").expect("a STATUS column");
-    for (line, status) in lines[1..]
-        .iter()
-        .zip(["completed", "input_required", "working"])
-    {
+    for (line, (_, status)) in lines[1..].iter().zip(&newest_first) {
         assert_eq!(line.find(status), Some(column), "{table}");
         assert!(line.contains(" ago"), "relative times: {line}");
     }
