@@ -36,6 +36,15 @@ pub trait ClientPeer: Send + Sync + 'static {
     fn closed(&self) -> BoxFuture<'static, ()> {
         Box::pin(std::future::pending())
     }
+
+    /// Whether messages still reach the client after the request that
+    /// carried this peer is answered (stdio: one stream for the whole
+    /// connection), so that a service may keep the peer for notifications
+    /// that belong to no request. The default says no (an HTTP response
+    /// stream ends with its request).
+    fn outlives_request(&self) -> bool {
+        false
+    }
 }
 
 /// A [`ClientPeer`] in request extensions.

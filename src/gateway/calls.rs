@@ -12,6 +12,7 @@ use tokio::sync::mpsc;
 
 use super::call::UpstreamCall;
 use super::events::{call_of_token, CallEvent, Registry};
+use super::notices::{Notices, TOOLS_CHANGED};
 use crate::jsonrpc::JsonRpcError;
 use crate::runtime::TaskHandle;
 use crate::upstream::link::{Inbound, InboundSink, Link};
@@ -93,6 +94,8 @@ pub(crate) struct Calls {
     parked: Mutex<ParkedTable>,
     max_parked: usize,
     park_ttl: Duration,
+    /// Where the notifications that belong to no call go.
+    notices: Notices,
     me: Weak<Calls>,
 }
 
@@ -108,12 +111,13 @@ pub(crate) fn too_many_parked(max: usize) -> JsonRpcError {
 }
 
 impl Calls {
-    pub(crate) fn new(max_parked: usize, park_ttl: Duration) -> Arc<Self> {
+    pub(crate) fn new(max_parked: usize, park_ttl: Duration, notices: Notices) -> Arc<Self> {
         Arc::new_cyclic(|me| Calls {
             running: Mutex::default(),
             parked: Mutex::default(),
             max_parked,
             park_ttl,
+            notices,
             me: Weak::clone(me),
         })
     }
@@ -318,8 +322,8 @@ impl InboundSink for Calls {
                     if let Ok(events) = self.asker(link.serial, related) {
                         let _ = events.try_send(CallEvent::Note { method, params });
                     }
-                } else {
-                    tracing::debug!(%method, "an upstream notification outside any call; not forwarded");
+                } else if !self.notices.publish(&method, params) {
+                    tracing::debug!(%method, "an upstream notification no client can listen to; not forwarded");
                 }
             }
         }
@@ -327,5 +331,9 @@ impl InboundSink for Calls {
 
     fn link_closed(&self, serial: u64) {
         self.link_over(serial);
+    }
+
+    fn tools_changed(&self) {
+        self.notices.publish(TOOLS_CHANGED, json!({}));
     }
 }

@@ -19,9 +19,14 @@
 //! - `tasks/cancel`, an expired wait and a client gone send
 //!   `notifications/cancelled` to the upstream.
 //!
+//! - What the upstream says outside any call (list changes, resource
+//!   updates) reaches the clients listening for it: a 2026-07-28
+//!   `subscriptions/listen` stream, or the client of a stdio connection.
+//!
 //! `call.rs` drives one upstream call, `calls.rs` keeps the calls in flight
 //! and parked, `sink.rs` reports progress, `reply.rs` shapes answers for
-//! each protocol era.
+//! each protocol era, `notices.rs` and `listen.rs` carry notifications
+//! outside calls.
 
 use std::collections::{HashMap, HashSet};
 use std::convert::Infallible;
@@ -38,12 +43,16 @@ mod call;
 mod calls;
 mod cancels;
 mod events;
+mod listen;
+mod notices;
 mod reply;
 mod sink;
 
 use call::{Step, UpstreamCall};
 use calls::Calls;
 use cancels::{Cancels, Watched};
+use listen::Listeners;
+use notices::Notices;
 use sink::RunSink;
 
 use crate::config::{Recovery, TaskPolicy};
@@ -166,6 +175,7 @@ struct Shared {
     upstream: Arc<Upstream>,
     calls: Arc<Calls>,
     cancels: Arc<Cancels>,
+    listeners: Arc<Listeners>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -182,19 +192,22 @@ impl Proxy {
     /// Connect to `target` (in the background, and again whenever the
     /// connection ends, with backoff). Needs a tokio runtime.
     pub fn start(target: UpstreamTarget, cfg: ProxyConfig) -> Self {
-        let calls = Calls::new(cfg.max_parked, cfg.park_ttl);
+        let notices = Notices::default();
+        let calls = Calls::new(cfg.max_parked, cfg.park_ttl, notices.clone());
         let upstream = Upstream::start(
             target,
             cfg.keepalive,
             cfg.processes,
             Arc::clone(&calls) as _,
         );
+        let (upstream_ref, connect_wait) = (Arc::clone(&upstream), cfg.connect_wait);
         Proxy {
             shared: Arc::new(Shared {
                 cfg,
                 upstream,
                 calls,
                 cancels: Arc::default(),
+                listeners: Arc::new(Listeners::new(notices, upstream_ref, connect_wait)),
             }),
         }
     }
@@ -277,11 +290,14 @@ impl Shared {
         let modern = req.protocol_version().is_some();
         if id.is_none() {
             // The client's notifications are about its own session with
-            // the gateway, except a cancel of one of its requests in
-            // flight, which reaches the upstream call (`initialized` and
-            // `roots/list_changed` have nothing to forward: the upstream
-            // session is the gateway's).
-            if req.method == "notifications/cancelled" {
+            // the gateway (`initialized`), except a cancel of one of its
+            // requests in flight, which reaches the upstream call, and a
+            // change of its roots, which every upstream connection hears
+            // (it carries no data: the upstream asks again, during a call,
+            // and the gateway asks the client of that call).
+            if req.method == "notifications/roots/list_changed" {
+                self.upstream.notify_all(&req.method, &json!({}));
+            } else if req.method == "notifications/cancelled" {
                 let cancelled = req
                     .params_object()
                     .and_then(|p| p.get("requestId"))
@@ -296,10 +312,20 @@ impl Shared {
         let outcome = match reply::check_version(&req) {
             Err(e) => Err(e),
             Ok(()) => match req.method.as_str() {
-                "initialize" if !modern => self
-                    .info()
-                    .await
-                    .map(|i| Reply::Value(reply::initialize(&req, &i))),
+                "initialize" if !modern => self.info().await.map(|i| {
+                    self.listeners.open_session(&req);
+                    Reply::Value(reply::initialize(&req, &i))
+                }),
+                "subscriptions/listen" if modern => {
+                    self.listeners.listen(&req).await.map(Reply::Value)
+                }
+                "resources/subscribe" | "resources/unsubscribe" if !modern => {
+                    let out = self.forward(&req).await;
+                    if out.is_ok() {
+                        self.listeners.note_subscription(&req);
+                    }
+                    out
+                }
                 "server/discover" => self.info().await.map(|i| Reply::Value(reply::discover(&i))),
                 "ping" if !modern => Ok(Reply::Value(json!({}))),
                 "tools/list" => self

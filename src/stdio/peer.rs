@@ -65,6 +65,10 @@ impl ClientPeer for StdioPeer {
         let closed = self.closed.clone();
         Box::pin(async move { closed.cancelled().await })
     }
+
+    fn outlives_request(&self) -> bool {
+        true
+    }
 }
 
 /// Compact JSON: never a line break inside.

@@ -124,6 +124,14 @@ impl Lane {
         matches!(&*self.state.borrow(), State::Up(link, _) if !link.is_closed())
     }
 
+    /// The live connection, if there is one now.
+    pub(crate) fn link(&self) -> Option<Arc<Link>> {
+        match &*self.state.borrow() {
+            State::Up(link, _) if !link.is_closed() => Some(Arc::clone(link)),
+            _ => None,
+        }
+    }
+
     /// Its users now.
     pub(crate) fn usage(&self) -> MutexGuard<'_, Usage> {
         self.usage.lock().unwrap_or_else(PoisonError::into_inner)

@@ -46,6 +46,9 @@ pub(crate) trait InboundSink: Send + Sync + 'static {
     fn link_closed(&self, serial: u64) {
         let _ = serial;
     }
+
+    /// The upstream's tools changed, and the gateway has listed them anew.
+    fn tools_changed(&self) {}
 }
 
 /// An answer of the upstream: its `result` as it was written (parsed only

@@ -269,6 +269,15 @@ impl Upstream {
         primary.session(tokio::time::Instant::now() + wait).await
     }
 
+    /// Send a notification of the gateway's on every live connection.
+    pub(crate) fn notify_all(&self, method: &str, params: &Value) {
+        for lane in self.lanes() {
+            if let Some(link) = lane.link() {
+                link.notify(method, params.clone());
+            }
+        }
+    }
+
     /// A connection for one tool call: over stdio a lane no other call
     /// holds (started if needed, up to the bound), waiting up to `wait`.
     pub(crate) async fn lease(&self, wait: Duration) -> Result<Lease, JsonRpcError> {
@@ -405,7 +414,10 @@ impl Connector for Upstream {
     fn refresh<'a>(&'a self, link: &'a Link) -> BoxFuture<'a, ()> {
         Box::pin(async move {
             match session::list_tools(link).await {
-                Ok(tools) => self.set_tools(tools),
+                Ok(tools) => {
+                    self.set_tools(tools);
+                    self.sink.tools_changed();
+                }
                 Err(e) => tracing::warn!("refreshing the upstream's tools failed: {}", e.message),
             }
         })

@@ -15,7 +15,7 @@ use crate::harness::{event, events_file, text, Gateway};
 
 /// An upstream process, killed (and continued first, if stopped) when the
 /// test ends.
-struct Server(Child);
+pub(crate) struct Server(Child);
 
 impl Drop for Server {
     fn drop(&mut self) {
@@ -64,7 +64,7 @@ async fn serve(line: &str, port: u16, env: &[(&str, String)]) -> (Server, Upstre
     panic!("{line} never listened on {port}");
 }
 
-async fn python(events: &std::path::Path) -> Option<(Server, UpstreamTarget)> {
+pub(crate) async fn python(events: &std::path::Path) -> Option<(Server, UpstreamTarget)> {
     let py = common::server_url(
         "MCP_TASKS_PYTHON",
         "Python with the mcp package",

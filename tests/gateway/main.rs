@@ -14,4 +14,5 @@ mod common;
 mod everything;
 mod harness;
 mod http;
+mod listen;
 mod python;

@@ -16,12 +16,14 @@ open, and progress as `notifications/progress` when the call has a
 Tools: the fixtures of the conformance `tasks-*` scenarios (greet,
 slow_compute, failing_job, protocol_error_job, confirm_delete, multi_input,
 test_tool_with_task) and, for the gateway's own tests, long, ask_sampling,
-ask_roots, pid and echo.
+ask_roots, pid, echo and announce (a notification outside any call; the
+resource memo://note, subscribable with mcp 2.x).
 
 UPSTREAM_EVENTS=FILE makes the tools append one line per event to FILE:
 `started <tool>` when a tool starts, `finished <tool>` when it returns,
 `cancelled <label>` when `slow_compute` (its label) or `long` (`long`) is
-cancelled by `notifications/cancelled`.
+cancelled by `notifications/cancelled`, `announced <kind>`, `subscribed <uri>`,
+`unsubscribed <uri>` and `roots changed`.
 """
 
 from __future__ import annotations
@@ -252,6 +254,65 @@ async def pid() -> str:
 @mcp.tool(description="Return `text`.", structured_output=False)
 async def echo(text: str) -> str:
     return text
+
+
+# --- notifications outside any call ---------------------------------------------
+
+
+@mcp.resource("memo://note", description="A note that `announce` says changed.")
+def note() -> str:
+    return "a note"
+
+
+@mcp.tool(
+    description="Send a notification that belongs to no call: `kind` is `tools` (after adding a tool "
+    "named `name`), `prompts`, `resources`, or `updated` (resources/updated for `uri`).",
+    structured_output=False,
+)
+async def announce(kind: str, ctx: Context, name: str = "", uri: str = "") -> str:
+    session = ctx.request_context.session
+    if kind == "tools":
+        async def added(text: str) -> str:
+            return text
+
+        mcp.add_tool(added, name=name, description="Added by `announce`.", structured_output=False)
+        await session.send_tool_list_changed()
+    elif kind == "prompts":
+        await session.send_prompt_list_changed()
+    elif kind == "resources":
+        await session.send_resource_list_changed()
+    elif kind == "updated":
+        await session.send_resource_updated(uri)
+    else:
+        raise ToolError(f"unknown kind {kind!r}")
+    event(f"announced {kind}")
+    return "sent"
+
+
+async def on_subscribe(ctx: Any, params: Any) -> Any:
+    event(f"subscribed {params.uri}")
+    return EmptyResult()
+
+
+async def on_unsubscribe(ctx: Any, params: Any) -> Any:
+    event(f"unsubscribed {params.uri}")
+    return EmptyResult()
+
+
+if MCP_MAJOR >= 2:
+    from mcp.types import EmptyResult, SubscribeRequestParams, UnsubscribeRequestParams
+
+    mcp._lowlevel_server.add_request_handler("resources/subscribe", SubscribeRequestParams, on_subscribe)
+    mcp._lowlevel_server.add_request_handler("resources/unsubscribe", UnsubscribeRequestParams, on_unsubscribe)
+
+    async def on_roots_changed(ctx: Any, params: Any) -> None:
+        event("roots changed")
+
+    from mcp.types import NotificationParams
+
+    mcp._lowlevel_server.add_notification_handler(
+        "notifications/roots/list_changed", NotificationParams, on_roots_changed
+    )
 
 
 def is_cancellation(e: BaseException) -> bool:

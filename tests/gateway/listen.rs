@@ -1,0 +1,285 @@
+//! Notifications that belong to no call, through the gateway: the
+//! upstream's list changes and resource updates reach a 2026-07-28
+//! `subscriptions/listen` stream (only what it asked for, tagged with its
+//! subscription id; the resources subscribed upstream while it listens) and
+//! the client of a stdio connection in the 2025-11-25 era; a client's
+//! `notifications/roots/list_changed` reaches the upstream.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use mcp_task_layer::gateway::UpstreamTarget;
+use mcp_task_layer::store::BoxFuture;
+use mcp_task_layer::{ClientPeer, JsonRpcError, Peer, TaskPolicy};
+use serde_json::{json, Value};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::common;
+use crate::harness::{event, events_file, Gateway};
+
+/// A client end that hands every notification to the test, and hangs up
+/// when told.
+struct Listener {
+    sent: mpsc::UnboundedSender<(String, Value)>,
+    gone: CancellationToken,
+    /// A stdio connection's peer (it outlives each request).
+    connection: AtomicBool,
+}
+
+impl ClientPeer for Listener {
+    fn request(&self, method: String, _: Value) -> BoxFuture<'static, Result<Value, JsonRpcError>> {
+        Box::pin(async move { Err(JsonRpcError::internal(format!("no {method} here"))) })
+    }
+
+    fn notify(&self, method: String, params: Value) -> BoxFuture<'static, ()> {
+        let _ = self.sent.send((method, params));
+        Box::pin(async {})
+    }
+
+    fn closed(&self) -> BoxFuture<'static, ()> {
+        let gone = self.gone.clone();
+        Box::pin(async move { gone.cancelled().await })
+    }
+
+    fn outlives_request(&self) -> bool {
+        self.connection.load(Ordering::Relaxed)
+    }
+}
+
+struct Client {
+    peer: Peer,
+    heard: mpsc::UnboundedReceiver<(String, Value)>,
+    gone: CancellationToken,
+}
+
+fn client(connection: bool) -> Client {
+    let (sent, heard) = mpsc::unbounded_channel();
+    let gone = CancellationToken::new();
+    let peer = Peer::new(Listener {
+        sent,
+        gone: gone.clone(),
+        connection: AtomicBool::new(connection),
+    });
+    Client { peer, heard, gone }
+}
+
+impl Client {
+    /// The next notification (at most 30 s).
+    async fn next(&mut self) -> (String, Value) {
+        tokio::time::timeout(Duration::from_secs(30), self.heard.recv())
+            .await
+            .expect("a notification within 30 s")
+            .expect("the peer lives")
+    }
+}
+
+async fn announce(gw: &Gateway, args: Value) {
+    let result = gw.call("announce", args).await;
+    assert_eq!(result["content"][0]["text"], "sent", "{result}");
+}
+
+/// R55 and the schema's `SubscriptionFilter`: a stream hears what it asked
+/// for and nothing else, each tagged with its subscription id; the resource
+/// is subscribed upstream while it listens and unsubscribed after.
+async fn a_listen_stream_hears_what_it_asked_for(up: UpstreamTarget, file: &std::path::Path) {
+    let gw = Gateway::start(up, &[("announce", TaskPolicy::Sync)]).await;
+    let mut c = client(false);
+    let params = json!({
+        "notifications": { "toolsListChanged": true, "resourceSubscriptions": ["memo://note"] },
+        "_meta": common::meta(true),
+    });
+    let listening = {
+        let gw = gw.as_owner("alice");
+        let peer = c.peer.clone();
+        tokio::spawn(async move {
+            gw.send_with_peer("subscriptions/listen", params, peer)
+                .await
+        })
+    };
+    let (method, ack) = c.next().await;
+    assert_eq!(method, "notifications/subscriptions/acknowledged");
+    assert_eq!(
+        ack["notifications"],
+        json!({ "toolsListChanged": true, "resourceSubscriptions": ["memo://note"] })
+    );
+    let id = ack["_meta"]["io.modelcontextprotocol/subscriptionId"].clone();
+    assert!(!id.is_null(), "{ack}");
+    event(file, "subscribed memo://note").await;
+
+    // Another resource's update and a prompts change are not for it: the
+    // next thing it hears is its own resource's update.
+    announce(&gw, json!({ "kind": "updated", "uri": "memo://other" })).await;
+    announce(&gw, json!({ "kind": "prompts" })).await;
+    announce(&gw, json!({ "kind": "updated", "uri": "memo://note" })).await;
+    let (method, params) = c.next().await;
+    assert_eq!(method, "notifications/resources/updated");
+    assert_eq!(params["uri"], "memo://note");
+    assert_eq!(
+        params["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        id
+    );
+
+    // A new tool: heard after the gateway listed it anew.
+    announce(&gw, json!({ "kind": "tools", "name": "added" })).await;
+    let (method, params) = c.next().await;
+    assert_eq!(method, "notifications/tools/list_changed");
+    assert_eq!(
+        params["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        id
+    );
+    let listed = gw.send26("tools/list", json!({}), true).await;
+    let tools = common::ok(&listed);
+    assert!(
+        tools["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["name"] == "added"),
+        "{tools}"
+    );
+
+    // The client goes: the stream ends, the upstream subscription too.
+    c.gone.cancel();
+    let done = listening.await.unwrap();
+    assert_eq!(common::ok(&done)["resultType"], "complete");
+    event(file, "unsubscribed memo://note").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_stdio_a_listen_stream_hears_what_it_asked_for() {
+    let (_dir, file) = events_file();
+    let Some(up) = crate::harness::python(&file) else {
+        return;
+    };
+    a_listen_stream_hears_what_it_asked_for(up, &file).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_http_a_listen_stream_hears_what_it_asked_for() {
+    let (_dir, file) = events_file();
+    let Some((_server, up)) = crate::http::python(&file).await else {
+        return;
+    };
+    a_listen_stream_hears_what_it_asked_for(up, &file).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2025_stdio_client_hears_list_changes_and_its_resources() {
+    let (_dir, file) = events_file();
+    let Some(up) = crate::harness::python(&file) else {
+        return;
+    };
+    let gw = Gateway::start(up, &[("announce", TaskPolicy::Sync)]).await;
+    let init = json!({
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": { "name": "test", "version": "1" },
+    });
+    let mut stdio = client(true);
+    let r = gw
+        .send_with_peer("initialize", init.clone(), stdio.peer.clone())
+        .await;
+    assert_eq!(
+        common::ok(&r)["capabilities"]["resources"]["subscribe"],
+        true
+    );
+    // An HTTP client's peer ends with its request: nothing is kept for it.
+    let mut http = client(false);
+    gw.send_with_peer("initialize", init, http.peer.clone())
+        .await;
+    let r = gw
+        .send_with_peer(
+            "resources/subscribe",
+            json!({ "uri": "memo://note" }),
+            stdio.peer.clone(),
+        )
+        .await;
+    common::ok(&r);
+
+    let call = |args: Value| json!({ "name": "announce", "arguments": args });
+    for args in [
+        json!({ "kind": "updated", "uri": "memo://other" }),
+        json!({ "kind": "updated", "uri": "memo://note" }),
+        json!({ "kind": "resources" }),
+    ] {
+        let r = gw.send("tools/call", call(args)).await;
+        common::ok(&r);
+    }
+    let (method, params) = stdio.next().await;
+    assert_eq!(method, "notifications/resources/updated");
+    assert_eq!(
+        params,
+        json!({ "uri": "memo://note" }),
+        "no subscription id in 2025"
+    );
+    let (method, _) = stdio.next().await;
+    assert_eq!(method, "notifications/resources/list_changed");
+    assert!(http.heard.try_recv().is_err(), "nothing for an HTTP client");
+
+    // Unsubscribed: its resource's updates stop.
+    let r = gw
+        .send_with_peer(
+            "resources/unsubscribe",
+            json!({ "uri": "memo://note" }),
+            stdio.peer.clone(),
+        )
+        .await;
+    common::ok(&r);
+    for args in [
+        json!({ "kind": "updated", "uri": "memo://note" }),
+        json!({ "kind": "prompts" }),
+    ] {
+        common::ok(&gw.send("tools/call", call(args)).await);
+    }
+    let (method, _) = stdio.next().await;
+    assert_eq!(method, "notifications/prompts/list_changed");
+
+    // Its roots changed: the upstream hears it.
+    gw.notify("notifications/roots/list_changed", json!({}))
+        .await;
+    event(&file, "roots changed").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listen_request_is_checked_before_anything_is_subscribed() {
+    let (_dir, file) = events_file();
+    let Some(up) = crate::harness::python(&file) else {
+        return;
+    };
+    let gw = Gateway::start(up, &[]).await;
+    let c = client(false);
+    for (notifications, why) in [
+        (
+            json!({ "resourceSubscriptions": "memo://note" }),
+            "a string",
+        ),
+        (json!({ "resourceSubscriptions": [1] }), "a number"),
+        (json!(true), "not an object"),
+    ] {
+        let r = gw
+            .send_with_peer(
+                "subscriptions/listen",
+                json!({ "notifications": notifications, "_meta": common::meta(false) }),
+                c.peer.clone(),
+            )
+            .await;
+        let e = r.error_value().unwrap_or_else(|| panic!("{why}: an error"));
+        assert_eq!(e.code, -32602, "{why}");
+    }
+    // No way back to the client: refused, not held open.
+    let r = gw
+        .send26(
+            "subscriptions/listen",
+            json!({ "notifications": { "toolsListChanged": true } }),
+            false,
+        )
+        .await;
+    assert_eq!(r.error_value().map(|e| e.code), Some(-32600));
+    assert!(
+        !crate::harness::events(&file)
+            .iter()
+            .any(|l| l.starts_with("subscribed")),
+        "nothing subscribed upstream"
+    );
+}
