@@ -24,6 +24,11 @@ pub(crate) struct EventDecoder {
     data: Vec<u8>,
     /// The `event` field of the event being read.
     kind: Vec<u8>,
+    /// The last event id the stream set (`id:`), kept across events as
+    /// the specification's "last event ID buffer".
+    last_id: Option<String>,
+    /// The reconnection time the stream asked for (`retry:`), in ms.
+    retry_ms: Option<u64>,
     /// The most bytes an event's data and its current line may take.
     max: usize,
 }
@@ -36,8 +41,20 @@ impl EventDecoder {
             first_line: true,
             data: Vec::new(),
             kind: Vec::new(),
+            last_id: None,
+            retry_ms: None,
             max,
         }
+    }
+
+    /// The id to resume after (`Last-Event-ID`), if the stream gave one.
+    pub(crate) fn last_event_id(&self) -> Option<&str> {
+        self.last_id.as_deref().filter(|id| !id.is_empty())
+    }
+
+    /// How long the stream asked a client to wait before reconnecting.
+    pub(crate) fn retry_ms(&self) -> Option<u64> {
+        self.retry_ms
     }
 
     /// Read `bytes`; the data of each `message` event they complete goes to
@@ -102,8 +119,14 @@ impl EventDecoder {
                 self.data.push(b'\n');
             }
             b"event" => self.kind = value.to_vec(),
-            // `id` and `retry` matter to reconnecting, which this client
-            // does not do; other fields are ignored by the specification.
+            // An id with a NUL is ignored, as the specification says.
+            b"id" if !value.contains(&0) => {
+                self.last_id = std::str::from_utf8(value).ok().map(str::to_owned);
+            }
+            b"retry" if !value.is_empty() && value.iter().all(u8::is_ascii_digit) => {
+                self.retry_ms = std::str::from_utf8(value).ok().and_then(|v| v.parse().ok());
+            }
+            // Other fields are ignored by the specification.
             _ => {}
         }
         // Reuse the line's allocation.
@@ -156,6 +179,28 @@ mod tests {
         }
         let each: Vec<usize> = (1..bytes.len()).collect();
         assert_eq!(decode(bytes, &each), want);
+    }
+
+    #[test]
+    fn the_last_event_id_and_retry_are_kept_for_resuming() {
+        let mut decoder = EventDecoder::new(64);
+        let mut out = VecDeque::new();
+        assert_eq!(decoder.last_event_id(), None);
+        decoder
+            .feed(
+                b"id: 7\nretry: 250\ndata: a\n\ndata: b\n\nretry: x\n",
+                &mut out,
+            )
+            .unwrap();
+        assert_eq!(decoder.last_event_id(), Some("7"), "kept across events");
+        assert_eq!(decoder.retry_ms(), Some(250), "a bad retry is ignored");
+        decoder.feed(b"id: 8\0\n\nid\n\n", &mut out).unwrap();
+        assert_eq!(
+            decoder.last_event_id(),
+            None,
+            "a NUL id ignored; an empty id resets"
+        );
+        assert_eq!(out.len(), 2);
     }
 
     #[test]

@@ -7,6 +7,7 @@
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::header::{ACCEPT, CONTENT_TYPE};
@@ -25,6 +26,11 @@ use crate::client::sse::EventDecoder;
 const MAX_MESSAGE: usize = 16 * 1024 * 1024;
 const SESSION: &str = "mcp-session-id";
 const VERSION: &str = "mcp-protocol-version";
+const LAST_EVENT_ID: &str = "last-event-id";
+/// Resumptions in a row that give no new event before a call fails.
+const MAX_IDLE_RESUMES: u32 = 3;
+/// The longest wait before resuming, whatever the upstream asks.
+const MAX_RETRY: Duration = Duration::from_secs(5);
 
 /// One upstream endpoint and the session the handshake opened.
 struct Wire {
@@ -159,20 +165,64 @@ impl Wire {
             }
             return;
         }
-        let ended = each_event(body, &link, |data| {
-            self.deliver(&link, data, Some(id), initialize);
-        })
-        .await;
-        match ended {
-            Ended::Closed => {}
-            // An answer not given by the end of its stream never comes.
-            Ended::Finished => self.fail(
-                &link,
-                id,
-                "the upstream closed the stream without answering",
-            ),
-            Ended::Broke(why) => self.fail(&link, id, &why),
+        let mut decoder = EventDecoder::new(MAX_MESSAGE);
+        let mut body = body;
+        let mut idle = 0;
+        loop {
+            let before = decoder.last_event_id().map(str::to_owned);
+            let ended = each_event(body, &mut decoder, &link, |data| {
+                self.deliver(&link, data, Some(id), initialize);
+            })
+            .await;
+            let why = match ended {
+                Ended::Closed => return,
+                Ended::Finished => "the upstream closed the stream without answering".to_owned(),
+                Ended::Broke(why) => why,
+            };
+            if !link.waits_for(id) {
+                return;
+            }
+            // A stream that ended before its answer is resumed after the
+            // last event it gave, if it gave ids (the upstream keeps the
+            // rest); an answer not given otherwise never comes.
+            let Some(last) = decoder.last_event_id().map(str::to_owned) else {
+                return self.fail(&link, id, &why);
+            };
+            idle = if before.as_deref() == Some(last.as_str()) {
+                idle + 1
+            } else {
+                0
+            };
+            if idle >= MAX_IDLE_RESUMES {
+                return self.fail(&link, id, &format!("{why}; resuming gave nothing new"));
+            }
+            let wait = Duration::from_millis(decoder.retry_ms().unwrap_or(0)).min(MAX_RETRY);
+            tokio::select! {
+                () = tokio::time::sleep(wait) => {}
+                () = link.closed() => return,
+            }
+            body = match self.resume(&last).await {
+                Ok(body) => body,
+                Err(e) => {
+                    let why = format!("{why}; resuming after event {last:?} failed: {e}");
+                    return self.fail(&link, id, &why);
+                }
+            };
         }
+    }
+
+    /// `GET` the stream that ended, from the event after `last`.
+    async fn resume(&self, last: &str) -> Result<hyper::body::Incoming, String> {
+        let mut req = self
+            .request(Method::GET, "text/event-stream", Vec::new())
+            .map_err(|e| e.to_string())?;
+        let value = HeaderValue::from_str(last).map_err(|e| e.to_string())?;
+        req.headers_mut().insert(LAST_EVENT_ID, value);
+        let resp = self.client.request(req).await.map_err(|e| e.to_string())?;
+        if !resp.status().is_success() {
+            return Err(format!("HTTP {}", resp.status()));
+        }
+        Ok(resp.into_body())
     }
 
     fn deliver(&self, link: &Arc<Link>, bytes: &[u8], related: Option<u64>, initialize: bool) {
@@ -239,7 +289,8 @@ async fn listen(link: Arc<Link>, get: GetStream) {
     if !resp.status().is_success() {
         return;
     }
-    each_event(resp.into_body(), &link, |data| {
+    let mut decoder = EventDecoder::new(MAX_MESSAGE);
+    each_event(resp.into_body(), &mut decoder, &link, |data| {
         link.deliver_related(data, &*sink, None);
     })
     .await;
@@ -259,10 +310,10 @@ enum Ended {
 /// link ends.
 async fn each_event(
     mut body: hyper::body::Incoming,
+    decoder: &mut EventDecoder,
     link: &Link,
     mut each: impl FnMut(&[u8]),
 ) -> Ended {
-    let mut decoder = EventDecoder::new(MAX_MESSAGE);
     let mut events: VecDeque<Vec<u8>> = VecDeque::new();
     loop {
         while let Some(data) = events.pop_front() {

@@ -146,6 +146,14 @@ impl Link {
             .map_err(|e| JsonRpcError::internal(format!("the upstream's {method} result: {e}")))
     }
 
+    /// Whether request `id` still waits for its answer.
+    pub(crate) fn waits_for(&self, id: u64) -> bool {
+        self.waiting
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains_key(&id)
+    }
+
     /// Stop waiting for request `id` (its caller went away).
     pub(crate) fn forget(&self, id: u64) {
         self.waiting

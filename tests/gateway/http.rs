@@ -65,6 +65,10 @@ async fn serve(line: &str, port: u16, env: &[(&str, String)]) -> (Server, Upstre
 }
 
 pub(crate) async fn python(events: &std::path::Path) -> Option<(Server, UpstreamTarget)> {
+    python_with(events, "").await
+}
+
+async fn python_with(events: &std::path::Path, flags: &str) -> Option<(Server, UpstreamTarget)> {
     let py = common::server_url(
         "MCP_TASKS_PYTHON",
         "Python with the mcp package",
@@ -72,7 +76,7 @@ pub(crate) async fn python(events: &std::path::Path) -> Option<(Server, Upstream
     )?;
     let port = free_port();
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/gateway/upstream.py");
-    let line = format!("{py} {script} --http {port}");
+    let line = format!("{py} {script} --http {port} {flags}");
     Some(
         serve(
             &line,
@@ -174,4 +178,22 @@ async fn server_everything_over_http_gets_tasks_with_progress_and_elicitation() 
     )
     .await;
     crate::everything::progress_and_elicitation(&gw).await;
+}
+
+/// The upstream closes a call's SSE stream before answering (the
+/// 2025-11-25 transport lets a server do so, keeping its events): the
+/// gateway resumes with `GET` and `Last-Event-ID` and the call gets its
+/// answer, instead of "closed the stream without answering".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_closed_before_its_answer_is_resumed_after_the_last_event() {
+    let (_dir, file) = events_file();
+    let Some((_server, up)) = python_with(&file, "--resumable").await else {
+        return;
+    };
+    let gw = Gateway::start(up, &[("hop", TaskPolicy::Sync)]).await;
+    for _ in 0..2 {
+        let result = gw.call("hop", json!({})).await;
+        assert_eq!(text(&result), "landed", "{result}");
+    }
+    event(&file, "finished hop").await;
 }

@@ -2,6 +2,7 @@
 
     python tests/gateway/upstream.py              # stdio
     python tests/gateway/upstream.py --http 8931  # Streamable HTTP on http://127.0.0.1:8931/mcp
+    python tests/gateway/upstream.py --http 8931 --resumable  # ... keeping SSE events to resume
 
 Written with the Python `mcp` package, version pinned in requirements.txt
 (2.x, where FastMCP is called `MCPServer`; the 1.x `FastMCP` class is used
@@ -16,7 +17,7 @@ open, and progress as `notifications/progress` when the call has a
 Tools: the fixtures of the conformance `tasks-*` scenarios (greet,
 slow_compute, failing_job, protocol_error_job, confirm_delete, multi_input,
 test_tool_with_task) and, for the gateway's own tests, long, ask_sampling,
-ask_roots, pid, echo and announce (a notification outside any call; the
+ask_roots, pid, echo, hop (closes its SSE stream) and announce (a notification outside any call; the
 resource memo://note, subscribable with mcp 2.x).
 
 UPSTREAM_EVENTS=FILE makes the tools append one line per event to FILE:
@@ -327,14 +328,57 @@ def is_cancellation(e: BaseException) -> bool:
         return False
 
 
+@mcp.tool(
+    description="Close this call's SSE stream (a server run with --resumable keeps its events), "
+    "then answer after `seconds`: the client must resume with Last-Event-ID to hear it.",
+    structured_output=False,
+)
+async def hop(ctx: Context, seconds: float = 0.3) -> str:
+    started("hop")
+    await ctx.close_sse_stream()
+    await asyncio.sleep(seconds)
+    finished("hop")
+    return "landed"
+
+
+def memory_events() -> Any:
+    """An in-memory event store (mcp 2.x): every event of every stream, replayable after its id."""
+    from mcp.server.streamable_http import EventMessage, EventStore
+
+    class MemoryEvents(EventStore):
+        def __init__(self) -> None:
+            self.events: list[tuple[str, str, Any]] = []
+
+        async def store_event(self, stream_id: str, message: Any) -> str:
+            event_id = str(len(self.events) + 1)
+            self.events.append((event_id, stream_id, message))
+            return event_id
+
+        async def replay_events_after(self, last_event_id: str, send_callback: Any) -> str | None:
+            at = next((i for i, (e, _, _) in enumerate(self.events) if e == last_event_id), None)
+            if at is None:
+                return None
+            stream = self.events[at][1]
+            for event_id, stream_id, message in self.events[at + 1 :]:
+                if stream_id == stream and message is not None:
+                    await send_callback(EventMessage(message, event_id))
+            return stream
+
+    return MemoryEvents()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--http", type=int, metavar="PORT", help="serve Streamable HTTP on 127.0.0.1:PORT/mcp")
+    parser.add_argument("--resumable", action="store_true", help="keep SSE events for Last-Event-ID (mcp 2.x)")
     args = parser.parse_args()
     if args.http is None:
         mcp.run("stdio")
     elif MCP_MAJOR >= 2:
-        mcp.run("streamable-http", host="127.0.0.1", port=args.http, streamable_http_path="/mcp")
+        extra: dict[str, Any] = {}
+        if args.resumable:
+            extra = {"event_store": memory_events(), "retry_interval": 50}
+        mcp.run("streamable-http", host="127.0.0.1", port=args.http, streamable_http_path="/mcp", **extra)
     else:
         mcp.settings.host = "127.0.0.1"
         mcp.settings.port = args.http
