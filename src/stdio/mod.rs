@@ -2,10 +2,12 @@
 //!
 //! One file per concept: `lines` reads bounded lines, `writer` is the one
 //! writer of the output, `peer` sends server→client messages, `serve`
-//! dispatches each message and winds the stream down.
+//! dispatches each message and winds the stream down, `pipes` opens the
+//! process's stdin and stdout.
 
 pub(crate) mod lines;
 mod peer;
+mod pipes;
 mod serve;
 mod writer;
 
@@ -186,13 +188,17 @@ impl<S> StdioTransport<S> {
         serve(self.service, settings, BufReader::new(input), output).await
     }
 
-    /// Serve the process's stdin and stdout.
+    /// Serve the process's stdin and stdout. Where both are pipes (as
+    /// under an MCP host) they are polled on the runtime's thread (needs
+    /// tokio's I/O driver: `enable_io` or `enable_all`); otherwise each
+    /// read and write runs on tokio's blocking threads.
     pub async fn serve_stdio(self) -> io::Result<()>
     where
         S: Service<JsonRpcRequest, Response = JsonRpcResponse> + Clone + Send + 'static,
         S::Future: Send + 'static,
         S::Error: Into<BoxError>,
     {
-        self.serve(tokio::io::stdin(), tokio::io::stdout()).await
+        let (input, output) = pipes::std_pipes();
+        self.serve(input, output).await
     }
 }
