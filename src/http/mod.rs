@@ -32,7 +32,7 @@ use crate::jsonrpc::{IdentityRefusal, JsonRpcRequest, JsonRpcResponse};
 #[cfg(doc)]
 use crate::peer::{ClientPeer, Peer};
 
-use self::guard::AllowedOrigins;
+pub(crate) use self::guard::{origin_admitted, AllowedOrigins};
 use self::handle::{EndpointState, IdentityFn};
 pub use self::serve::{serve, Serve, DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT};
 pub use self::service::McpService;
