@@ -106,7 +106,13 @@ pub(crate) fn render(ctx: &PageCtx, r: &TaskRecord, now: i64) -> String {
     out.push_str("<h2>Arguments</h2>");
     match &r.arguments {
         _ if sealed("arguments") => out.push_str(r#"<p class="muted">sealed</p>"#),
-        Some(a) => out.push_str(&pretty(&a.to_value())),
+        Some(a) => {
+            let _ = write!(
+                out,
+                r#"<div id="arguments">{}</div>"#,
+                pretty(&a.to_value())
+            );
+        }
         None if r.status.is_terminal() => {
             out.push_str(r#"<p class="muted">dropped when the task ended</p>"#)
         }
