@@ -15,7 +15,6 @@ use std::convert::Infallible;
 use std::time::Duration;
 
 use axum::routing::get;
-use axum::Router;
 use mcp_task_layer::dashboard::{Access, Dashboard};
 use mcp_task_layer::{
     JsonRpcRequest, JsonRpcResponse, McpEndpoint, MemoryStore, TaskLayer, TaskPolicy,
@@ -29,13 +28,17 @@ async fn mcp_server(req: JsonRpcRequest) -> Result<JsonRpcResponse, Infallible> 
     let params = req.params.clone().unwrap_or_default();
     let approved = params["inputResponses"]["approve"]["content"]["approved"].as_bool();
     let result = match (req.method.as_str(), approved) {
-        ("tools/call", None) => json!({
+        ("tools/call", None) => {
+            // Some work first: longer than the task window, so a task.
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            json!({
             "resultType": "input_required",
             "inputRequests": {"approve": {"method": "elicitation/create", "params": {
                 "mode": "form", "message": "Deploy?",
                 "requestedSchema": {"type": "object", "properties": {"approved": {"type": "boolean"}}}
             }}}
-        }),
+            })
+        }
         ("tools/call", Some(approved)) => json!({
             "resultType": "complete",
             "content": [{"type": "text", "text": if approved { "deployed" } else { "skipped" }}],
