@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use axum::http::header::{CONTENT_TYPE, HOST};
 use axum::http::{HeaderMap, Method, Request, StatusCode};
+use common::wire::send_to;
 use common::*;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
@@ -65,29 +66,19 @@ async fn send(
     headers: &[(&str, &str)],
     body: &str,
 ) -> Answer {
-    let stream = TcpStream::connect(addr).await.unwrap();
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .unwrap();
-    tokio::spawn(conn);
-    let mut request = Request::builder()
-        .method(method)
-        .uri(path)
-        .header(HOST, addr.to_string());
-    for (name, value) in headers {
-        request = request.header(*name, *value);
-    }
-    let request = request
-        .body(Full::new(Bytes::from(body.to_owned())))
-        .unwrap();
-    let response = sender.send_request(request).await.unwrap();
-    let status = response.status();
-    let headers = response.headers().clone();
-    let body = response.into_body().collect().await.unwrap().to_bytes();
+    let headers: Vec<(String, &str)> = headers.iter().map(|(n, v)| ((*n).to_owned(), *v)).collect();
+    let reply = send_to(
+        addr,
+        method,
+        path,
+        &headers,
+        Full::new(Bytes::from(body.to_owned())),
+    )
+    .await;
     Answer {
-        status,
-        headers,
-        body: String::from_utf8(body.to_vec()).unwrap(),
+        status: reply.status,
+        headers: reply.headers,
+        body: String::from_utf8(reply.body.to_vec()).unwrap(),
     }
 }
 

@@ -9,32 +9,21 @@ use std::net::SocketAddr;
 
 use axum::http::Method;
 use common::process::Process;
-use common::wire::send;
-use http_body_util::{BodyExt, Full};
+use common::wire::{send, send_to};
+use http_body_util::Full;
 use hyper::body::Bytes;
-use hyper_util::rt::TokioIo;
 use serde_json::{json, Value};
 
 const TOKEN: &str = "metrics-example-dashboard-token";
 
 /// `GET path` with `headers`; the status and the body.
 async fn get(addr: SocketAddr, path: &str, headers: &[(&str, &str)]) -> (u16, String) {
-    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .unwrap();
-    tokio::spawn(conn);
-    let mut request = axum::http::Request::get(path).header("host", addr.to_string());
-    for (name, value) in headers {
-        request = request.header(*name, *value);
-    }
-    let response = sender
-        .send_request(request.body(Full::new(Bytes::new())).unwrap())
-        .await
-        .unwrap();
-    let status = response.status().as_u16();
-    let body = response.into_body().collect().await.unwrap().to_bytes();
-    (status, String::from_utf8(body.to_vec()).unwrap())
+    let headers: Vec<(String, &str)> = headers.iter().map(|(n, v)| ((*n).to_owned(), *v)).collect();
+    let reply = send_to(addr, Method::GET, path, &headers, Full::new(Bytes::new())).await;
+    (
+        reply.status.as_u16(),
+        String::from_utf8(reply.body.to_vec()).unwrap(),
+    )
 }
 
 #[tokio::test]

@@ -125,22 +125,25 @@ impl Access {
     }
 
     /// The full role's token.
-    pub fn with_full_token(mut self, token: impl Into<String>) -> Result<Self, AccessError> {
-        let token = checked(token.into())?;
-        if self.read_only.as_deref() == Some(&token) {
-            return Err(AccessError::SameForBothRoles);
-        }
-        self.full = Some(token);
-        Ok(self)
+    pub fn with_full_token(self, token: impl Into<String>) -> Result<Self, AccessError> {
+        self.with_token(Role::Full, token.into())
     }
 
     /// The read-only role's token.
-    pub fn with_read_only_token(mut self, token: impl Into<String>) -> Result<Self, AccessError> {
-        let token = checked(token.into())?;
-        if self.full.as_deref() == Some(&token) {
+    pub fn with_read_only_token(self, token: impl Into<String>) -> Result<Self, AccessError> {
+        self.with_token(Role::ReadOnly, token.into())
+    }
+
+    fn with_token(mut self, role: Role, token: String) -> Result<Self, AccessError> {
+        let token = checked(token)?;
+        let (slot, other) = match role {
+            Role::Full => (&mut self.full, &self.read_only),
+            Role::ReadOnly => (&mut self.read_only, &self.full),
+        };
+        if other.as_deref() == Some(&token) {
             return Err(AccessError::SameForBothRoles);
         }
-        self.read_only = Some(token);
+        *slot = Some(token);
         Ok(self)
     }
 
