@@ -15,7 +15,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -111,15 +111,20 @@ async fn sign_in_see_a_waiting_task_cancel_it_live_and_its_script_argument_stays
     let dir = tempfile::tempdir().unwrap();
     let store_url = format!("sqlite:{}", dir.path().join("tasks.db").display());
     let store = mcp_task_layer::store::connect(&store_url).await.unwrap();
-    let layer = TaskLayer::new(store).with_default_policy(TaskPolicy::Task);
+    // A short lease: the handler here hears of a cancel written by the
+    // dashboard's process at its next heartbeat (SQLite has no change feed).
+    let layer = TaskLayer::new(store)
+        .with_default_policy(TaskPolicy::Task)
+        .with_lease_ttl(Duration::from_millis(600));
+    let stopped = Arc::new(AtomicUsize::new(0));
     let svc = tower::ServiceBuilder::new()
         .layer(layer.clone())
-        .service(server(Arc::new(AtomicUsize::new(0))));
+        .service(server(Arc::clone(&stopped)));
     for n in 0..3 {
         let id = start(&svc, "carol", "report", json!({ "n": n })).await;
         until_status(&layer, &id, TaskStatus::Completed).await;
     }
-    start(&svc, "alice", "hang", json!({ "city": "Paris" })).await;
+    let hang = start(&svc, "alice", "hang", json!({ "city": "Paris" })).await;
     let ask = start(&svc, "bob", "ask", json!({ "note": SCRIPT_ARGUMENT })).await;
     until_status(&layer, &ask, TaskStatus::InputRequired).await;
 
@@ -147,13 +152,26 @@ async fn sign_in_see_a_waiting_task_cancel_it_live_and_its_script_argument_stays
         .connect(&driver_url)
         .await
         .expect("a Chromium session");
-    let outcome = drive(&browser, &base, &ask).await;
+    let outcome = drive(&browser, &base, &ask, &hang).await;
     browser.close().await.ok();
     outcome.expect("the browser did what was asked");
+    // The running handler, in this process, stopped (polled, at most 30 s).
+    for _ in 0..600 {
+        if stopped.load(Ordering::SeqCst) == 1 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the handler of {hang} never heard of the dashboard's cancel");
 }
 
 /// Everything done in the browser; `Err` for a WebDriver failure.
-async fn drive(browser: &Client, base: &str, ask: &str) -> Result<(), fantoccini::error::CmdError> {
+async fn drive(
+    browser: &Client,
+    base: &str,
+    ask: &str,
+    hang: &str,
+) -> Result<(), fantoccini::error::CmdError> {
     // Signed out: the sign-in page, one password field.
     browser.goto(&format!("{base}/")).await?;
     let token = browser.find(Locator::Css("input[type=password]")).await?;
@@ -230,5 +248,20 @@ async fn drive(browser: &Client, base: &str, ask: &str) -> Result<(), fantoccini
     assert_eq!(kept, json!("still here"), "no reload");
     let history = browser.find(Locator::Css("#history")).await?.text().await?;
     assert!(history.contains("cancelled"), "{history}");
+
+    // A running task, whose handler runs in another process (this test's).
+    browser.goto(&format!("{base}/tasks/{hang}")).await?;
+    browser
+        .wait()
+        .at_most(PATIENCE)
+        .for_element(Locator::Css("#cancel"))
+        .await?
+        .click()
+        .await?;
+    browser
+        .wait()
+        .at_most(PATIENCE)
+        .for_element(Locator::Css("#task-status [data-status=cancelled]"))
+        .await?;
     Ok(())
 }

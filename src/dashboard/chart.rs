@@ -134,6 +134,6 @@ mod tests {
         assert_eq!(t.totals(), [3, 1, 2]);
         let svg = t.svg();
         assert_eq!(svg.matches("<rect").count(), 3);
-        assert!(svg.contains("at least 3 completed"));
+        assert!(svg.contains(r#"at least <span class="k-completed">3 completed</span>"#));
     }
 }
