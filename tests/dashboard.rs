@@ -31,7 +31,12 @@ const FORM: &str = "application/x-www-form-urlencoded";
 
 /// The dashboard of `operator`, nested at `/ops`, on a free port.
 async fn serve(operator: Operator, access: Access) -> SocketAddr {
-    let app = axum::Router::new().nest("/ops", Dashboard::new(operator, access).router());
+    serve_dashboard(Dashboard::new(operator, access)).await
+}
+
+/// `dashboard`, nested at `/ops`, on a free port.
+async fn serve_dashboard(dashboard: Dashboard) -> SocketAddr {
+    let app = axum::Router::new().nest("/ops", dashboard.router());
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
@@ -439,7 +444,7 @@ impl Events {
             }
             let frame = tokio::time::timeout_at(deadline, self.body.frame())
                 .await
-                .expect("an update within 30 s")
+                .expect("an update in time")
                 .expect("the stream goes on")
                 .unwrap();
             if let Ok(data) = frame.into_data() {
@@ -489,4 +494,31 @@ async fn the_open_task_and_the_counts_change_over_sse() {
     .await;
     assert_eq!(bad.status, StatusCode::BAD_REQUEST);
     assert!(bad.body.contains("view \"nope\""));
+}
+
+/// A dashboard over a store alone (as `mcp-tasks dashboard` runs) hears of
+/// another process's write through PostgreSQL's change feed: the update
+/// is the only way the page hears of it (no resync within the test).
+#[cfg(feature = "postgres")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_process_write_reaches_the_open_page_through_the_postgres_feed() {
+    let Some(url) = common::pg::url() else { return };
+    let tables = common::pg::Tables::new(&url, "dashboard");
+    let table = tables.next();
+    let runner = layer_on(tables.store(&table).await).with_lease_ttl(Duration::from_secs(600));
+    let mut client = Client::new(runner).as_owner("alice");
+    let id = client.start("ask", json!({})).await;
+    client.wait_for(&id, TaskStatus::InputRequired).await;
+    // No resync within the test: the feed is the only way the page hears.
+    let alone = Dashboard::new(Operator::new(tables.store(&table).await), access())
+        .with_resync_period(Duration::from_secs(3600));
+    let addr = serve_dashboard(alone).await;
+
+    let mut task = Events::open(addr, &format!("/ops/events?view=task&id={id}")).await;
+    assert_eq!(task.next().await["status"], "input_required");
+    // The owner's tasks/cancel, written by the runner's layer.
+    ok(&client.cancel(&id).await);
+    let after = task.next().await;
+    assert_eq!(after["status"], "cancelled");
+    tables.drop_all().await;
 }

@@ -69,10 +69,10 @@ pub(crate) async fn events(
         }
     };
     let changes = shared.changes();
-    let period = if changes.is_some() {
-        RESYNC_WITH_FEED
-    } else {
-        RESYNC_WITHOUT_FEED
+    let period = match (shared.resync, changes.is_some()) {
+        (Some(period), _) => period,
+        (None, true) => RESYNC_WITH_FEED,
+        (None, false) => RESYNC_WITHOUT_FEED,
     };
     let mut resync = tokio::time::interval_at(Instant::now() + period, period);
     resync.set_missed_tick_behavior(MissedTickBehavior::Delay);

@@ -21,6 +21,7 @@ mod task;
 
 use std::fmt;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::time::Duration;
 
 use axum::routing::{get, post};
 use axum::Router;
@@ -58,7 +59,8 @@ use crate::store::TaskChange;
 /// `/events`, which sends the page's live part again after every change
 /// the layer writes ([`Operator::subscribe`]), every change the store
 /// reports from other processes ([`Operator::store_changes`]), and on a
-/// resync timer (2 s on a store without a change feed, 15 s with one).
+/// resync timer (2 s on a store without a change feed, 15 s with one;
+/// [`with_resync_period`](Self::with_resync_period)).
 ///
 /// # Security
 ///
@@ -98,6 +100,7 @@ pub struct Dashboard {
     access: Access,
     origins: AllowedOrigins,
     secure_cookie: bool,
+    resync: Option<Duration>,
 }
 
 impl Dashboard {
@@ -108,7 +111,17 @@ impl Dashboard {
             access,
             origins: AllowedOrigins::Loopback,
             secure_cookie: false,
+            resync: None,
         }
+    }
+
+    /// How often an open page re-reads the store when no change woke it
+    /// (what shows other processes' writes on a store without a change
+    /// feed, and moves the chart's minutes on); by default 2 s on a store
+    /// without a feed, 15 s on one with a feed.
+    pub fn with_resync_period(mut self, period: Duration) -> Self {
+        self.resync = Some(period.max(Duration::from_millis(100)));
+        self
     }
 
     /// The browser origins (`https://ops.example.com`) whose pages may
@@ -139,6 +152,7 @@ impl Dashboard {
             sessions: sessions::Sessions::default(),
             origins: self.origins,
             secure_cookie: self.secure_cookie,
+            resync: self.resync,
             feed: OnceLock::new(),
         });
         Router::new()
@@ -167,6 +181,8 @@ pub(crate) struct Shared {
     pub(crate) sessions: sessions::Sessions,
     pub(crate) origins: AllowedOrigins,
     pub(crate) secure_cookie: bool,
+    /// The resync period asked for, if any.
+    pub(crate) resync: Option<Duration>,
     /// The store's change feed, taken once; each stream resubscribes.
     feed: OnceLock<Option<Mutex<broadcast::Receiver<TaskChange>>>>,
 }
