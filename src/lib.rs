@@ -68,6 +68,7 @@
 //! | `stdio` | `StdioTransport`: serve any `Service<JsonRpcRequest>` over newline-delimited JSON-RPC on stdin/stdout |
 //! | `seal` | `store::SealedStore`: tasks' arguments, answers and results encrypted at rest in any store |
 //! | `rmcp` | `RmcpService`: an rmcp (official Rust SDK) `ServerHandler` as the inner service, unchanged |
+//! | `dashboard` | `dashboard::Dashboard`: an operator's web dashboard, an axum `Router` to nest (implies `axum`) |
 //!
 //! # Where things are
 //!
@@ -86,6 +87,9 @@ pub mod client;
 mod clock;
 mod config;
 mod context;
+#[cfg(feature = "dashboard")]
+#[cfg_attr(docsrs, doc(cfg(feature = "dashboard")))]
+pub mod dashboard;
 mod era;
 mod future;
 #[cfg(feature = "gateway")]

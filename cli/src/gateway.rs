@@ -191,7 +191,7 @@ fn bearer_identity(parts: &Parts, extensions: &mut Extensions) -> Result<(), Ide
 }
 
 /// Ctrl-C, or SIGTERM (what a deploy sends).
-async fn shutdown_signal() {
+pub(crate) async fn shutdown_signal() {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{signal, SignalKind};

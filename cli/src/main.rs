@@ -12,6 +12,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod dashboard;
 mod gateway;
 mod operator;
 mod policy;
@@ -40,6 +41,9 @@ enum Command {
     Purge(operator::PurgeArgs),
     /// Counts by status, the oldest waiting tasks, running tasks by worker.
     Stats(operator::StatsArgs),
+    /// Serve the operator's web dashboard (MCP_TASKS_DASHBOARD_TOKEN signs
+    /// in), printing `listening on http://ADDR`.
+    Dashboard(dashboard::Args),
 }
 
 fn main() -> ExitCode {
@@ -72,6 +76,7 @@ fn main() -> ExitCode {
             Command::Cancel(args) => operator::cancel(args).await,
             Command::Purge(args) => operator::purge(args).await,
             Command::Stats(args) => operator::stats(args).await,
+            Command::Dashboard(args) => dashboard::run(args).await,
         }
     });
     match outcome {

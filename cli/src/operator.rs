@@ -129,7 +129,7 @@ pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
 const OPEN_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The operator of the store the flags name.
-async fn open(args: &Store) -> Result<Operator, String> {
+pub(crate) async fn open(args: &Store) -> Result<Operator, String> {
     let opened = tokio::time::timeout(OPEN_TIMEOUT, mcp_task_layer::store::connect(&args.store))
         .await
         .map_err(|_| {

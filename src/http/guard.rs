@@ -10,7 +10,7 @@ use crate::jsonrpc::JsonRpcError;
 /// The browser origins an endpoint serves; requests without `Origin` are
 /// always served.
 #[derive(Clone, Debug)]
-pub(super) enum AllowedOrigins {
+pub(crate) enum AllowedOrigins {
     /// Pages on loopback: `http` or `https`, host `localhost`, `127.0.0.1`
     /// or `[::1]`, any port.
     Loopback,
@@ -21,7 +21,7 @@ pub(super) enum AllowedOrigins {
 }
 
 impl AllowedOrigins {
-    pub(super) fn list<I, O>(origins: I) -> Self
+    pub(crate) fn list<I, O>(origins: I) -> Self
     where
         I: IntoIterator<Item = O>,
         O: AsRef<str>,
@@ -85,18 +85,24 @@ fn single<'h>(headers: &'h HeaderMap, name: &HeaderName) -> Result<Option<&'h st
     }
 }
 
+/// Whether a request may come from where its `Origin` header says: none
+/// at all (not a browser page), or exactly one that `origins` allows. The
+/// MCP endpoint's check, and the dashboard's on every `POST`.
+pub(crate) fn origin_admitted(headers: &HeaderMap, origins: &AllowedOrigins) -> bool {
+    match single(headers, &ORIGIN) {
+        Ok(None) => true,
+        Ok(Some(origin)) => origins.allows(origin),
+        Err(()) => false,
+    }
+}
+
 /// Refuse a request from a page the endpoint does not serve (403), or one
 /// whose body is not declared `application/json` (415).
 pub(super) fn admit(
     headers: &HeaderMap,
     origins: &AllowedOrigins,
 ) -> Result<(), (StatusCode, JsonRpcError)> {
-    let origin_ok = match single(headers, &ORIGIN) {
-        Ok(None) => true,
-        Ok(Some(origin)) => origins.allows(origin),
-        Err(()) => false,
-    };
-    if !origin_ok {
+    if !origin_admitted(headers, origins) {
         let error = JsonRpcError::invalid_request("the Origin header is not allowed");
         return Err((StatusCode::FORBIDDEN, error));
     }

@@ -32,7 +32,9 @@ use crate::jsonrpc::{IdentityRefusal, JsonRpcRequest, JsonRpcResponse};
 #[cfg(doc)]
 use crate::peer::{ClientPeer, Peer};
 
-use self::guard::AllowedOrigins;
+#[cfg(feature = "dashboard")]
+pub(crate) use self::guard::origin_admitted;
+pub(crate) use self::guard::AllowedOrigins;
 use self::handle::{EndpointState, IdentityFn};
 pub use self::serve::{serve, Serve, DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT};
 pub use self::service::McpService;

@@ -8,11 +8,13 @@ use tokio::sync::broadcast;
 
 use super::cas::{CasError, Decision, Outcome, Reader};
 use super::engine::Engine;
+use super::hub::TaskEvent;
 use super::transition;
 use crate::config::Config;
 use crate::protocol::TaskStatus;
 use crate::store::{
-    self, Error, OperatorStore, TaskPage, TaskQuery, TaskRecord, TaskStats, TaskStore, MAX_PAGE,
+    self, Error, OperatorStore, TaskChange, TaskPage, TaskQuery, TaskRecord, TaskStats, TaskStore,
+    MAX_PAGE,
 };
 
 /// An operator's handle on every task of a store, whoever owns it and
@@ -132,6 +134,29 @@ impl Operator {
     /// holder.
     pub async fn stats(&self) -> store::Result<TaskStats> {
         self.ops()?.stats(self.now_ms()).await
+    }
+
+    /// The status changes this operator's engine writes: a layer's
+    /// (every write of its services, as
+    /// [`TaskLayer::subscribe`](crate::TaskLayer::subscribe)) and this
+    /// operator's cancels. Writes of other processes come through
+    /// [`store_changes`](Self::store_changes).
+    pub fn subscribe(&self) -> broadcast::Receiver<TaskEvent> {
+        self.engine.events().subscribe()
+    }
+
+    /// The store's feed of changes written by every process
+    /// ([`TaskStore::changes`]), if it has one (PostgreSQL, Redis); `None`
+    /// otherwise: then only a re-read shows other processes' writes.
+    /// Call it inside a tokio runtime.
+    pub fn store_changes(&self) -> Option<broadcast::Receiver<TaskChange>> {
+        self.engine.store.changes()
+    }
+
+    /// Whether the store's search ([`TaskQuery::search`]) can match its
+    /// tasks (`false` for a store sealing arguments at rest).
+    pub fn searches_arguments(&self) -> bool {
+        self.ops().is_ok_and(|ops| ops.searches_arguments())
     }
 
     /// Cancel task `id` as `tasks/cancel` does, whoever's it is:

@@ -8,23 +8,28 @@ use std::process::{Child, Command, Stdio};
 /// `target/<profile>/examples/server`, built with `features` if missing
 /// (`cargo test --all-features` builds it already).
 pub fn server_binary(features: &str) -> PathBuf {
-    // target/<profile>/deps/<test>-<hash> → target/<profile>/examples/server
+    example_binary("server", features)
+}
+
+/// `target/<profile>/examples/<name>`, built with `features` if missing.
+pub fn example_binary(name: &str, features: &str) -> PathBuf {
+    // target/<profile>/deps/<test>-<hash> → target/<profile>/examples/<name>
     let exe = std::env::current_exe().expect("test executable");
     let profile_dir = exe
         .parent()
         .and_then(Path::parent)
         .expect("target/<profile>");
-    let bin = profile_dir.join("examples").join("server");
+    let bin = profile_dir.join("examples").join(name);
     if !bin.exists() {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let mut cmd = Command::new(cargo);
-        cmd.args(["build", "--example", "server", "--features", features])
+        cmd.args(["build", "--example", name, "--features", features])
             .current_dir(env!("CARGO_MANIFEST_DIR"));
         if profile_dir.file_name().is_some_and(|p| p == "release") {
             cmd.arg("--release");
         }
-        let status = cmd.status().expect("cargo build --example server");
-        assert!(status.success(), "building the example server failed");
+        let status = cmd.status().expect("cargo build --example");
+        assert!(status.success(), "building the example {name} failed");
     }
     bin
 }
@@ -38,8 +43,19 @@ pub struct Process {
 
 impl Process {
     pub fn start(features: &str, args: &[String]) -> Process {
-        let mut child = Command::new(server_binary(features))
+        Process::start_example("server", features, args, &[])
+    }
+
+    /// Example `name` with `args` and `envs`.
+    pub fn start_example(
+        name: &str,
+        features: &str,
+        args: &[String],
+        envs: &[(&str, &str)],
+    ) -> Process {
+        let mut child = Command::new(example_binary(name, features))
             .args(args)
+            .envs(envs.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()

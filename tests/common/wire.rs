@@ -78,6 +78,23 @@ where
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
     V: AsRef<[u8]>,
 {
+    send_to(addr, method, "/mcp", headers, body).await
+}
+
+/// One request to `path` on a fresh connection.
+pub async fn send_to<B, V>(
+    addr: SocketAddr,
+    method: Method,
+    path: &str,
+    headers: &[(String, V)],
+    body: B,
+) -> Reply
+where
+    B: hyper::body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    V: AsRef<[u8]>,
+{
     let stream = TcpStream::connect(addr).await.unwrap();
     let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
         .await
@@ -85,7 +102,7 @@ where
     tokio::spawn(conn);
     let mut request = Request::builder()
         .method(method)
-        .uri("/mcp")
+        .uri(path)
         .header(HOST, addr.to_string());
     for (name, value) in headers {
         request = request.header(name.as_str(), value.as_ref());
