@@ -55,6 +55,16 @@ impl Process {
         }
     }
 
+    /// Its process id (for signals of a test's own: SIGSTOP, SIGCONT).
+    pub fn id(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Whether it has exited (and is reaped).
+    pub fn exited(&mut self) -> bool {
+        !matches!(self.child.try_wait(), Ok(None))
+    }
+
     /// The URL of `listening on URL`.
     pub fn url(&self) -> &str {
         self.first_line
