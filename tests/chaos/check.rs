@@ -1,7 +1,7 @@
 //! The history checked once the run is over: what was acked against what
 //! was read afterwards, and the runs the workers logged.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -27,29 +27,36 @@ pub(crate) struct Verdict {
     /// A read after the first terminal one that disagrees, a result that
     /// is not its own call's, a read after an acked cancel still running.
     pub(crate) stale: usize,
+    /// Cancelled while its handler ran, with no fault in between, and the
+    /// handler never stopped by its cancellation.
+    pub(crate) unstopped: usize,
     pub(crate) notes: Vec<String>,
 }
 
 impl Verdict {
     pub(crate) fn ok(&self) -> bool {
-        self.lost == 0 && self.duplicated == 0 && self.stale == 0
+        self.lost == 0 && self.duplicated == 0 && self.stale == 0 && self.unstopped == 0
     }
 }
 
-/// Handler runs per task id in the run logs (`TOOL TASK_ID` lines).
-fn runs(logs: &[PathBuf]) -> HashMap<String, usize> {
+/// Handler runs per task id in the run logs (`TOOL TASK_ID` lines), and
+/// the ids of handlers stopped by their cancellation (`cancelled TASK_ID`).
+fn runs(logs: &[PathBuf]) -> (HashMap<String, usize>, HashSet<String>) {
     let mut counts = HashMap::new();
+    let mut stopped = HashSet::new();
     for path in logs {
         let text = std::fs::read_to_string(path).unwrap_or_default();
         for line in text.lines() {
-            if let Some((tool, id)) = line.split_once(' ') {
-                if tool != "cancelled" {
-                    *counts.entry(id.to_owned()).or_default() += 1;
+            match line.split_once(' ') {
+                Some(("cancelled", id)) => {
+                    stopped.insert(id.to_owned());
                 }
+                Some((_, id)) => *counts.entry(id.to_owned()).or_default() += 1,
+                None => {}
             }
         }
     }
-    counts
+    (counts, stopped)
 }
 
 /// What a terminal read says: its status and its result or error.
@@ -76,7 +83,7 @@ pub(crate) fn check(
     logs: &[PathBuf],
     faults: &[(Instant, Instant, String)],
 ) -> Verdict {
-    let runs = runs(logs);
+    let (runs, stopped) = runs(logs);
     let mut v = Verdict {
         runs: runs.values().sum(),
         tasks: plans.len(),
@@ -189,6 +196,17 @@ pub(crate) fn check(
             if reads.iter().any(|(op, r)| op.start > at && !terminal(r)) {
                 v.stale += 1;
                 note(&mut v, "read running after its cancel was acked".into());
+            }
+            // Its handler, if one ran, stopped by the cancellation: unless
+            // a fault (a worker killed or frozen, a link cut) came between.
+            let bound = at + std::time::Duration::from_secs(crate::fleet::LEASE_SECS);
+            let calm = !faults
+                .iter()
+                .any(|(began, ended, _)| *ended > create.start && *began < bound);
+            let ran = runs.get(&id).copied().unwrap_or(0);
+            if first_outcome.0 == "cancelled" && ran > 0 && calm && !stopped.contains(&id) {
+                v.unstopped += 1;
+                note(&mut v, "its handler never stopped after the cancel".into());
             }
         }
         // Runs: the first, one per round of answers, and one per fault

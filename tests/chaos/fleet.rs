@@ -13,7 +13,24 @@ use crate::engines::{free_port, Database};
 use crate::proxy::{Mode, Proxy};
 use crate::rng::Rng;
 
-pub(crate) const FEATURES: &str = "axum,http-client,postgres,redis";
+/// The crate features of this build, for the example server's: the same
+/// build as the test's (no second one where `--all-features` built both).
+fn features() -> String {
+    let all = [
+        ("axum", cfg!(feature = "axum")),
+        ("http-client", cfg!(feature = "http-client")),
+        ("metrics", cfg!(feature = "metrics")),
+        ("sqlite", cfg!(feature = "sqlite")),
+        ("postgres", cfg!(feature = "postgres")),
+        ("stdio", cfg!(feature = "stdio")),
+        ("seal", cfg!(feature = "seal")),
+        ("rmcp", cfg!(feature = "rmcp")),
+        ("gateway", cfg!(feature = "gateway")),
+        ("redis", cfg!(feature = "redis")),
+    ];
+    let on: Vec<&str> = all.iter().filter(|(_, on)| *on).map(|(f, _)| *f).collect();
+    on.join(",")
+}
 /// Every process's lease (seconds): short, so that recoveries happen
 /// within the run.
 pub(crate) const LEASE_SECS: u64 = 3;
@@ -96,7 +113,7 @@ impl Fleet {
         } else {
             args.extend(["--concurrency".into(), "8".into()]);
         }
-        let process = tokio::task::block_in_place(|| Process::start(FEATURES, &args));
+        let process = tokio::task::block_in_place(|| Process::start(&features(), &args));
         let up =
             process.first_line.starts_with("listening on") || process.first_line == "worker ready";
         m.process = up.then_some(process);
@@ -130,7 +147,7 @@ impl Fleet {
     pub(crate) async fn rampage(&mut self, rng: &mut Rng, until: Instant) {
         let workers = self.members.len() - 1;
         while Instant::now() < until {
-            tokio::time::sleep(Duration::from_millis(rng.range(500, 2500))).await;
+            tokio::time::sleep(Duration::from_millis(rng.range(200, 1500))).await;
             let began = Instant::now();
             let worker = 1 + rng.below(workers as u64) as usize;
             let anyone = rng.below(self.members.len() as u64) as usize;
@@ -213,7 +230,7 @@ fn build_server() {
         .any(|p| p.file_name().is_some_and(|n| n == "release"));
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut cmd = Command::new(cargo);
-    cmd.args(["build", "--example", "server", "--features", FEATURES])
+    cmd.args(["build", "--example", "server", "--features", &features()])
         .current_dir(env!("CARGO_MANIFEST_DIR"));
     if release {
         cmd.arg("--release");
