@@ -88,9 +88,11 @@ impl Plan {
 
 pub(crate) type History = Arc<Mutex<Vec<Op>>>;
 
+/// The clients' connection pool to the front, shared (a connection per
+/// request would leave tens of thousands of sockets in `TIME_WAIT`).
 #[derive(Clone)]
 pub(crate) struct Client {
-    url: String,
+    http: HttpTransport,
     next: Arc<AtomicI64>,
     history: History,
 }
@@ -108,8 +110,11 @@ fn meta() -> Value {
 
 impl Client {
     pub(crate) fn new(url: String, history: History) -> Client {
+        let http = HttpTransport::new(&url)
+            .and_then(|h| h.with_bearer("alice"))
+            .expect("client");
         Client {
-            url,
+            http,
             next: Arc::default(),
             history,
         }
@@ -125,9 +130,7 @@ impl Client {
         params["_meta"] = meta();
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let start = Instant::now();
-        let http = HttpTransport::new(&self.url)
-            .and_then(|h| h.with_bearer("alice"))
-            .expect("client");
+        let http = self.http.clone();
         let req = JsonRpcRequest::new(id, method, params);
         let answer = match tokio::time::timeout(Duration::from_secs(15), http.oneshot(req)).await {
             Err(_) => Err("transport: timed out".to_owned()),

@@ -167,7 +167,7 @@ pub(crate) struct Redis(Private);
 
 impl Redis {
     pub(crate) fn create() -> Option<Redis> {
-        Private::start(&["--maxmemory-policy", "noeviction"]).map(Redis)
+        Private::start_at(free_port(), &["--maxmemory-policy", "noeviction"]).map(Redis)
     }
 }
 
@@ -193,12 +193,19 @@ impl Database for Redis {
     }
 }
 
+/// A free port below the ephemeral range (32768 and up on Linux): a port
+/// the database or the front binds again after a restart, which an
+/// outgoing connection must not have taken meanwhile.
 pub(crate) fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    use std::sync::atomic::{AtomicU32, Ordering};
+    // Each call starts further on: two engines' runs in one process do not
+    // pick the same port before either binds it.
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let start = std::process::id() % 12_000 + NEXT.fetch_add(101, Ordering::Relaxed);
+    (0..12_000)
+        .map(|i| 20_000 + ((start + i * 7) % 12_000) as u16)
+        .find(|port| std::net::TcpListener::bind(("127.0.0.1", *port)).is_ok())
+        .expect("a free port below 32000")
 }
 
 fn run(cmd: &mut Command) {
