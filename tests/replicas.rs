@@ -319,6 +319,51 @@ async fn a_task_is_recovered_by_its_own_policy_not_the_reapers() {
     }
 }
 
+/// With workers: a worker started with `Fail` claims and re-runs the
+/// orphan of a task the front (`Rerun`) queued, once the worker that ran
+/// it went silent; before, it failed it.
+#[tokio::test(start_paused = true)]
+async fn a_worker_recovers_a_task_by_the_fronts_policy_not_its_own() {
+    use mcp_task_layer::Execution;
+    let store = Shared::new();
+    let queued = |conn: Shared, recovery: Recovery| {
+        common::layer_on(conn)
+            .with_lease_ttl(Duration::from_secs(3))
+            .with_recovery(recovery)
+            .with_execution(Execution::Queued)
+    };
+    let mut front = Client::new(queued(store.connection(), Recovery::Rerun));
+    front.owner = Some("alice".into());
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let worker = |conn: Shared, recovery: Recovery| {
+        let seen = Arc::new(common::Seen::default());
+        let run = queued(conn, recovery)
+            .worker(common::server(Arc::clone(&seen)))
+            .with_poll_interval(Duration::from_millis(50))
+            .run(
+                {
+                    let mut stopped = stopped.clone();
+                    async move {
+                        let _ = stopped.wait_for(|s| *s).await;
+                    }
+                },
+                Duration::from_secs(1),
+            );
+        (seen, tokio::spawn(run))
+    };
+    let first_conn = store.connection();
+    let cut = Arc::clone(&first_conn.cut);
+    let (first, _) = worker(first_conn, Recovery::Rerun);
+    let id = front.start("slow", json!({"ms": 20_000})).await;
+    common::eventually(|| first.calls("slow") == 1, "the first worker runs it").await;
+    cut.store(true, Ordering::SeqCst);
+    let (second, _) = worker(store.connection(), Recovery::Fail);
+    let done = poll_until(&front, &id, "completed").await;
+    assert_eq!(done["result"]["content"][0]["text"], "slept 20000");
+    assert_eq!(second.calls("slow"), 1, "re-run on the second worker");
+    let _ = stop.send(true);
+}
+
 /// The same promises with three replicas on one shared durable store, each
 /// with its own connections, in real time: the bodies here, one module per
 /// engine below.
