@@ -172,12 +172,13 @@ pub(crate) fn check(
             _ => v.cancelled += 1,
         }
         // An acked answer is never asked for again.
-        let answered = ops
-            .iter()
-            .filter(|op| op.method == "tasks/update" && op.answer.is_ok())
-            .map(|op| op.end)
-            .min();
-        if let Some(at) = answered {
+        let first_ack = |method: &str| {
+            ops.iter()
+                .filter(|op| op.method == method && op.answer.is_ok())
+                .map(|op| op.end)
+                .min()
+        };
+        if let Some(at) = first_ack("tasks/update") {
             if reads
                 .iter()
                 .any(|(op, r)| op.start > at && r["status"] == "input_required")
@@ -187,12 +188,7 @@ pub(crate) fn check(
             }
         }
         // An acked cancel leaves the task terminal for every later read.
-        let cancel = ops
-            .iter()
-            .filter(|op| op.method == "tasks/cancel" && op.answer.is_ok())
-            .map(|op| op.end)
-            .min();
-        if let Some(at) = cancel {
+        if let Some(at) = first_ack("tasks/cancel") {
             if reads.iter().any(|(op, r)| op.start > at && !terminal(r)) {
                 v.stale += 1;
                 note(&mut v, "read running after its cancel was acked".into());

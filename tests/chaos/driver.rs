@@ -97,17 +97,6 @@ pub(crate) struct Client {
     history: History,
 }
 
-fn meta() -> Value {
-    json!({
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientInfo": {"name": "chaos", "version": "1"},
-        "io.modelcontextprotocol/clientCapabilities": {
-            "elicitation": {},
-            "extensions": {"io.modelcontextprotocol/tasks": {}}
-        }
-    })
-}
-
 impl Client {
     pub(crate) fn new(url: String, history: History) -> Client {
         let http = HttpTransport::new(&url)
@@ -127,7 +116,7 @@ impl Client {
         method: &'static str,
         mut params: Value,
     ) -> Result<Value, String> {
-        params["_meta"] = meta();
+        params["_meta"] = crate::common::meta(true);
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let start = Instant::now();
         let http = self.http.clone();

@@ -4,33 +4,16 @@
 //! faults (SIGKILL, SIGSTOP past the lease, the database crashed, the
 //! front restarted, delays, resets and black holes on one process's link).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use crate::common::features::this_build;
 use crate::common::process::Process;
 use crate::engines::{free_port, Database};
 use crate::proxy::{Mode, Proxy};
 use crate::rng::Rng;
 
-/// The crate features of this build, for the example server's: the same
-/// build as the test's (no second one where `--all-features` built both).
-fn features() -> String {
-    let all = [
-        ("axum", cfg!(feature = "axum")),
-        ("http-client", cfg!(feature = "http-client")),
-        ("metrics", cfg!(feature = "metrics")),
-        ("sqlite", cfg!(feature = "sqlite")),
-        ("postgres", cfg!(feature = "postgres")),
-        ("stdio", cfg!(feature = "stdio")),
-        ("seal", cfg!(feature = "seal")),
-        ("rmcp", cfg!(feature = "rmcp")),
-        ("gateway", cfg!(feature = "gateway")),
-        ("redis", cfg!(feature = "redis")),
-    ];
-    let on: Vec<&str> = all.iter().filter(|(_, on)| *on).map(|(f, _)| *f).collect();
-    on.join(",")
-}
 /// Every process's lease (seconds): short, so that recoveries happen
 /// within the run.
 pub(crate) const LEASE_SECS: u64 = 3;
@@ -44,6 +27,7 @@ struct Member {
 }
 
 pub(crate) struct Fleet {
+    server: PathBuf,
     pub(crate) db: Box<dyn Database>,
     pub(crate) front_port: u16,
     members: Vec<Member>,
@@ -56,8 +40,8 @@ impl Fleet {
     /// The front (member 0) and `workers` workers, all with `--recovery
     /// rerun`, started and ready.
     pub(crate) async fn start(db: Box<dyn Database>, workers: usize) -> Fleet {
-        build_server();
         let dir = tempfile::tempdir().unwrap();
+        let server = build_server(dir.path());
         let mut members = Vec::new();
         for i in 0..=workers {
             members.push(Member {
@@ -68,6 +52,7 @@ impl Fleet {
             });
         }
         let mut fleet = Fleet {
+            server,
             db,
             front_port: free_port(),
             members,
@@ -113,7 +98,7 @@ impl Fleet {
         } else {
             args.extend(["--concurrency".into(), "8".into()]);
         }
-        let process = tokio::task::block_in_place(|| Process::start(&features(), &args));
+        let process = tokio::task::block_in_place(|| Process::start_binary(&self.server, &args));
         let up =
             process.first_line.starts_with("listening on") || process.first_line == "worker ready";
         m.process = up.then_some(process);
@@ -221,22 +206,30 @@ impl Fleet {
     }
 }
 
-/// Build the example server with the fleet's features, in the profile of
-/// this test (a binary left by another build may lack them).
-fn build_server() {
+/// The example server, built from this checkout with this build's
+/// features and hard-linked into `dir`: the target directory's copy may be
+/// replaced meanwhile by a build of another checkout sharing it, and the
+/// fleet starts processes for the whole run.
+fn build_server(dir: &Path) -> PathBuf {
     let exe = std::env::current_exe().unwrap();
-    let release = exe
-        .ancestors()
-        .any(|p| p.file_name().is_some_and(|n| n == "release"));
+    let profile = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>");
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut cmd = Command::new(cargo);
-    cmd.args(["build", "--example", "server", "--features", &features()])
+    cmd.args(["build", "--example", "server", "--features", &this_build()])
         .current_dir(env!("CARGO_MANIFEST_DIR"));
-    if release {
+    if profile.file_name().is_some_and(|n| n == "release") {
         cmd.arg("--release");
     }
     assert!(
         cmd.status().unwrap().success(),
         "building the example server failed"
     );
+    let bin = dir.join("server");
+    std::fs::hard_link(profile.join("examples/server"), &bin)
+        .or_else(|_| std::fs::copy(profile.join("examples/server"), &bin).map(drop))
+        .expect("the example server, linked into the fleet's directory");
+    bin
 }

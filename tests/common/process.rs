@@ -38,7 +38,12 @@ pub struct Process {
 
 impl Process {
     pub fn start(features: &str, args: &[String]) -> Process {
-        let mut child = Command::new(server_binary(features))
+        Self::start_binary(&server_binary(features), args)
+    }
+
+    /// [`start`](Self::start) of the server binary at `bin`.
+    pub fn start_binary(bin: &Path, args: &[String]) -> Process {
+        let mut child = Command::new(bin)
             .args(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
