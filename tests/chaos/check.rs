@@ -17,6 +17,7 @@ pub(crate) struct Verdict {
     pub(crate) unacked: usize,
     pub(crate) sync: usize,
     pub(crate) completed: usize,
+    /// Failed: none may, every process re-runs what a fault stopped.
     pub(crate) failed: usize,
     pub(crate) cancelled: usize,
     /// Acked and never read terminal, read as unknown, or an acked answer
@@ -35,7 +36,13 @@ pub(crate) struct Verdict {
 
 impl Verdict {
     pub(crate) fn ok(&self) -> bool {
-        self.lost == 0 && self.duplicated == 0 && self.stale == 0 && self.unstopped == 0
+        // With `--recovery rerun` on every process none of the workload's
+        // tools can fail: a failed task is a run lost to a fault.
+        self.lost == 0
+            && self.duplicated == 0
+            && self.stale == 0
+            && self.unstopped == 0
+            && self.failed == 0
     }
 }
 
