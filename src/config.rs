@@ -8,6 +8,8 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use serde::{Deserialize, Serialize};
+
 use crate::clock::ms;
 use crate::context::TaskOwner;
 use crate::jsonrpc::JsonRpcRequest;
@@ -40,8 +42,19 @@ pub enum TaskPolicy {
 }
 
 /// What happens to a `working` task whose runner died (its lease ran out),
-/// for stores that can find such tasks ([`TaskStore::orphans`](crate::TaskStore::orphans)).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// for stores that can find such tasks ([`TaskStore::orphans`](crate::TaskStore::orphans)),
+/// or whose runner shut down before it finished.
+///
+/// A property of the task: the layer that creates a task writes its own
+/// policy into the record ([`TaskRecord::recovery`](crate::store::TaskRecord::recovery)),
+/// and every replica that later recovers it (a reaper, a worker's claim, a
+/// drain's hand-back) applies that one, whatever its own setting. A fleet
+/// whose processes disagree (or a rolling deploy that changes the policy)
+/// treats each task as the layer that accepted it said. A record without
+/// the field (written before it existed) gets the recovering replica's own
+/// policy, as it did then. Stored as `"fail"` or `"rerun"`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 #[non_exhaustive]
 pub enum Recovery {
     /// End it `failed` with `-32603` saying the server stopped (default).

@@ -196,8 +196,14 @@ async fn a_silent_runner_is_fenced_off_and_its_task_recovered() {
     let store = Shared::new();
     let a_conn = store.connection();
     let cut = Arc::clone(&a_conn.cut);
-    let a = replica(a_conn);
-    // b recovers orphans by re-running them.
+    // The task is created under `Rerun` (its policy is stored with it)...
+    let mut a = Client::new(
+        common::layer_on(a_conn)
+            .with_lease_ttl(Duration::from_secs(3))
+            .with_recovery(Recovery::Rerun),
+    );
+    a.owner = Some("alice".into());
+    // ...and b recovers it so, by re-running it.
     let mut b = Client::new(
         common::layer_on(store.connection())
             .with_lease_ttl(Duration::from_secs(3))
@@ -265,6 +271,97 @@ async fn orphans_fail_honestly_by_default() {
         .as_str()
         .unwrap()
         .contains("stopped or restarted before the task finished"));
+}
+
+/// The recovery policy is the task's, stored when it is created: a replica
+/// configured to fail orphans re-runs one created under `Rerun`, and the
+/// other way round (issue 31: a front left at the default `Fail` next to
+/// workers started with `--recovery rerun` failed some tasks and re-ran
+/// others, by whichever process reaped each first).
+#[tokio::test(start_paused = true)]
+async fn a_task_is_recovered_by_its_own_policy_not_the_reapers() {
+    for (created_under, reaper, ends) in [
+        (Recovery::Rerun, Recovery::Fail, TaskStatus::Completed),
+        (Recovery::Fail, Recovery::Rerun, TaskStatus::Failed),
+    ] {
+        let store = Shared::new();
+        let a_conn = store.connection();
+        let cut = Arc::clone(&a_conn.cut);
+        let with = |conn: Shared, recovery: Recovery| {
+            let layer = common::layer_on(conn)
+                .with_lease_ttl(Duration::from_secs(3))
+                .with_recovery(recovery);
+            let mut client = Client::new(layer);
+            client.owner = Some("alice".into());
+            client
+        };
+        let a = with(a_conn, created_under);
+        let mut b = with(store.connection(), reaper);
+        // b has seen a request: it knows its inner service.
+        let _ = b.call("slow", json!({"ms": 10})).await;
+        let id = a.start("slow", json!({"ms": 20_000})).await;
+        // a dies as far as the store can tell: its lease runs out, b reaps.
+        cut.store(true, Ordering::SeqCst);
+        let end = b.wait_for(&id, ends).await;
+        match ends {
+            TaskStatus::Completed => {
+                assert_eq!(end["result"]["content"][0]["text"], "slept 20000");
+                assert_eq!(b.seen.calls("slow"), 2, "re-run once on b: {end}");
+            }
+            _ => {
+                assert!(end["error"]["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("stopped or restarted before the task finished"));
+                assert_eq!(b.seen.calls("slow"), 1, "never re-run on b: {end}");
+            }
+        }
+    }
+}
+
+/// With workers: a worker started with `Fail` claims and re-runs the
+/// orphan of a task the front (`Rerun`) queued, once the worker that ran
+/// it went silent; before, it failed it.
+#[tokio::test(start_paused = true)]
+async fn a_worker_recovers_a_task_by_the_fronts_policy_not_its_own() {
+    use mcp_task_layer::Execution;
+    let store = Shared::new();
+    let queued = |conn: Shared, recovery: Recovery| {
+        common::layer_on(conn)
+            .with_lease_ttl(Duration::from_secs(3))
+            .with_recovery(recovery)
+            .with_execution(Execution::Queued)
+    };
+    let mut front = Client::new(queued(store.connection(), Recovery::Rerun));
+    front.owner = Some("alice".into());
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let worker = |conn: Shared, recovery: Recovery| {
+        let seen = Arc::new(common::Seen::default());
+        let run = queued(conn, recovery)
+            .worker(common::server(Arc::clone(&seen)))
+            .with_poll_interval(Duration::from_millis(50))
+            .run(
+                {
+                    let mut stopped = stopped.clone();
+                    async move {
+                        let _ = stopped.wait_for(|s| *s).await;
+                    }
+                },
+                Duration::from_secs(1),
+            );
+        (seen, tokio::spawn(run))
+    };
+    let first_conn = store.connection();
+    let cut = Arc::clone(&first_conn.cut);
+    let (first, _) = worker(first_conn, Recovery::Rerun);
+    let id = front.start("slow", json!({"ms": 20_000})).await;
+    common::eventually(|| first.calls("slow") == 1, "the first worker runs it").await;
+    cut.store(true, Ordering::SeqCst);
+    let (second, _) = worker(store.connection(), Recovery::Fail);
+    let done = poll_until(&front, &id, "completed").await;
+    assert_eq!(done["result"]["content"][0]["text"], "slept 20000");
+    assert_eq!(second.calls("slow"), 1, "re-run on the second worker");
+    let _ = stop.send(true);
 }
 
 /// The same promises with three replicas on one shared durable store, each

@@ -84,8 +84,8 @@ impl Engine {
 
     /// Hand back a task whose handler this replica still runs (under
     /// `fence`, or any when `None`) because a drain's deadline came:
-    /// runnable again at once with a new fence, or failed, by the recovery
-    /// policy. Its handler here is cancelled.
+    /// runnable again at once with a new fence, or failed, by the task's
+    /// recovery policy. Its handler here is cancelled.
     pub(crate) async fn hand_back(&self, id: &str, fence: Option<u64>) -> HandedBack {
         let written = self
             .compare_and_set(id, Reader::Runner, |record| {
@@ -95,7 +95,7 @@ impl Engine {
                 if record.status != TaskStatus::Working || !ours {
                     return Ok(Decision::Keep(HandedBack::NotHere));
                 }
-                Ok::<_, ()>(match self.cfg.recovery {
+                Ok::<_, ()>(match self.recovery_of(record) {
                     Recovery::Rerun => Decision::Write(
                         transition::orphan_rerun(record, self.now_ms(), self.queue_terms()),
                         HandedBack::Requeued,

@@ -40,10 +40,19 @@ impl Engine {
         self.hub.queue.notify_waiters();
     }
 
+    /// The recovery policy of `record`: the one stored with it by the layer
+    /// that created it, or (a record written before tasks carried theirs)
+    /// this replica's.
+    pub(crate) fn recovery_of(&self, record: &TaskRecord) -> Recovery {
+        record.recovery.unwrap_or(self.cfg.recovery)
+    }
+
     /// Whether a worker of this replica may claim `record` now: queued, or
-    /// orphaned (its runner's lease ran out) when orphans are re-run.
+    /// orphaned (its runner's lease ran out) when the task's policy re-runs
+    /// orphans.
     pub(crate) fn claimable(&self, record: &TaskRecord) -> bool {
-        transition::claimable(record, self.now_ms(), self.cfg.recovery == Recovery::Rerun)
+        let rerun = self.recovery_of(record) == Recovery::Rerun;
+        transition::claimable(record, self.now_ms(), rerun)
     }
 
     /// What `record` becomes when a worker here claims it: held under this

@@ -20,13 +20,15 @@ use crate::store;
 const REAP_BATCH: usize = 1024;
 
 impl Engine {
-    /// Keep a clone of the inner service, type-erased, for recovering
-    /// orphaned tasks (the first intercepted request registers it).
+    /// Keep a clone of the inner service, type-erased, for re-running
+    /// orphaned tasks (the first intercepted request registers it). Kept
+    /// whatever this layer's own policy: a task carries its own, and
+    /// another replica's task may ask for a re-run.
     pub(crate) fn register_invoker<S>(&self, svc: &S)
     where
         S: InnerService,
     {
-        if self.invoker.set.load(Ordering::Acquire) || self.cfg.recovery != Recovery::Rerun {
+        if self.invoker.set.load(Ordering::Acquire) {
             return;
         }
         let mut slot = self
@@ -91,13 +93,10 @@ impl Engine {
         }
     }
 
-    /// Recover `working` tasks whose runner died (lease ran out), by policy:
-    /// fail them honestly, or re-run them from their stored request.
+    /// Recover `working` tasks whose runner died (lease ran out), by each
+    /// task's policy: fail them honestly, or re-run them from their stored
+    /// request.
     async fn recover_orphans(self: &Arc<Self>) {
-        if self.queued() && self.cfg.recovery == Recovery::Rerun {
-            // Workers claim orphans as they claim queued runs.
-            return;
-        }
         let orphans = match self.store.orphans(self.now_ms(), 64).await {
             Ok(o) => o.into_iter().map(store::opened).collect::<Vec<_>>(),
             Err(store::Error::Unsupported(_)) => return,
@@ -108,13 +107,18 @@ impl Engine {
         };
         let invoker = self.invoker.get();
         for record in orphans {
-            // With queued execution (and `Fail`: `Rerun` returned above),
-            // a queued run waits for a worker; only failing a dead runner's
-            // task is the reaper's.
+            // With queued execution a queued run waits for a worker; only
+            // failing a dead runner's task is the reaper's.
             if !transition::orphaned(&record, self.now_ms(), self.queued()) {
                 continue;
             }
-            match (invoker.clone(), self.cfg.recovery) {
+            match (invoker.clone(), self.recovery_of(&record)) {
+                // Workers claim orphans to re-run as they claim queued runs.
+                (_, Recovery::Rerun) if self.queued() => {}
+                // Not yet able to run it here (no request has registered
+                // the inner service): left for a later round or another
+                // replica, never failed against its policy.
+                (None, Recovery::Rerun) => {}
                 (Some(svc), Recovery::Rerun) => {
                     let next = transition::orphan_rerun(&record, self.now_ms(), self.lease_terms());
                     if self

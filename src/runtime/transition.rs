@@ -300,7 +300,7 @@ pub(crate) fn renewed(record: &TaskRecord, lease: LeaseTerms<'_>) -> TaskRecord 
 
 /// `r.next_version(now_ms)` for a write that [`finish`]es the task: what
 /// `finish` clears (arguments, `_meta`, answers, request state, outcome,
-/// lease) is not copied.
+/// lease, recovery policy) is not copied.
 pub(crate) fn next_finished(r: &TaskRecord, now_ms: i64) -> TaskRecord {
     TaskRecord {
         id: r.id.clone(),
@@ -324,6 +324,7 @@ pub(crate) fn next_finished(r: &TaskRecord, now_ms: i64) -> TaskRecord {
         outcome: None,
         cancel_requested: r.cancel_requested,
         lease: None,
+        recovery: None,
         sealed: Default::default(),
     }
 }
@@ -339,6 +340,7 @@ fn next_without_inputs(r: &TaskRecord, now_ms: i64) -> TaskRecord {
         input_responses: r.input_responses.clone(),
         outcome: r.outcome.clone(),
         lease: r.lease.clone(),
+        recovery: r.recovery,
         ..next_finished(r, now_ms)
     }
 }
@@ -371,6 +373,7 @@ fn finish(
     next.meta = None;
     next.request_state = None;
     next.lease = None;
+    next.recovery = None;
 }
 
 /// Give each inner key a key never shown before for this task: the inner
@@ -437,6 +440,34 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_record_keeps_its_recovery_policy_and_an_old_one_has_none() {
+        let mut r = TaskRecord::new("t", Era::Modern, "tool", json!({}), 5, None);
+        r.recovery = Some(crate::config::Recovery::Rerun);
+        let text = serde_json::to_string(&r).unwrap();
+        assert!(text.contains(r#""recovery":"rerun""#), "{text}");
+        let back: TaskRecord = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, r);
+        // Written before the field existed: the recovering replica decides.
+        let mut old: serde_json::Value = serde_json::from_str(&text).unwrap();
+        old.as_object_mut().unwrap().remove("recovery");
+        let old: TaskRecord = serde_json::from_value(old).unwrap();
+        assert_eq!(old.recovery, None);
+        // Kept while the task may still be recovered, dropped at its end.
+        let asked = after_answer(
+            &r,
+            &HandlerAnswer::StateOnly("s".into()),
+            6,
+            0,
+            LeaseTerms {
+                holder: "h",
+                until_ms: 9,
+            },
+        );
+        assert_eq!(asked.0.recovery, r.recovery);
+        assert_eq!(cancelled(&r, 7).recovery, None);
+    }
+
+    #[test]
     fn a_finished_next_version_is_the_cleared_clone() {
         let mut r = TaskRecord::new("t", Era::Modern, "tool", json!({"a": 1}), 5, Some(9))
             .with_owner(Some("o".into()));
@@ -453,6 +484,7 @@ mod tests {
             fence: 2,
             until_ms: 50,
         });
+        r.recovery = Some(crate::config::Recovery::Rerun);
         for now in [1, 100] {
             let mut cloned = r.next_version(now);
             let mut built = next_finished(&r, now);

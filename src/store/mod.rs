@@ -64,6 +64,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::config::Recovery;
 use crate::json::JsonText;
 use crate::jsonrpc::JsonRpcError;
 use crate::protocol::{InputRequest, InputResponses, TaskStatus};
@@ -278,6 +279,13 @@ pub struct TaskRecord {
     /// fence is no longer the record's writes nothing.
     #[serde(default)]
     pub lease: Option<Lease>,
+    /// What becomes of the task if its runner dies or shuts down while it
+    /// is `working`: the policy of the layer that created it, applied by
+    /// whichever replica recovers it. `None` in records written before the
+    /// field existed (the recovering replica's own policy applies) and once
+    /// the task has ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recovery: Option<Recovery>,
     /// Fields a sealing store wrapper (`SealedStore`, feature `seal`)
     /// encrypted before they reached the store, by field name. Only the
     /// wrapper reads or writes it: empty in every record the layer sees.
@@ -343,6 +351,7 @@ impl TaskRecord {
             outcome: None,
             cancel_requested: false,
             lease: None,
+            recovery: None,
             sealed: BTreeMap::new(),
         }
     }

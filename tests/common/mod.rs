@@ -2,6 +2,7 @@
 #![allow(dead_code, unreachable_pub)]
 
 pub mod faults;
+pub mod features;
 pub mod peer;
 #[cfg(feature = "postgres")]
 pub mod pg;

@@ -53,7 +53,17 @@ impl Process {
         args: &[String],
         envs: &[(&str, &str)],
     ) -> Process {
-        let mut child = Command::new(example_binary(name, features))
+        Self::start_binary_with(&example_binary(name, features), args, envs)
+    }
+
+    /// [`start`](Self::start) of the server binary at `bin`.
+    pub fn start_binary(bin: &Path, args: &[String]) -> Process {
+        Self::start_binary_with(bin, args, &[])
+    }
+
+    /// The binary at `bin` with `args` and `envs`.
+    pub fn start_binary_with(bin: &Path, args: &[String], envs: &[(&str, &str)]) -> Process {
+        let mut child = Command::new(bin)
             .args(args)
             .envs(envs.iter().copied())
             .stdout(Stdio::piped())
@@ -69,6 +79,16 @@ impl Process {
             child,
             first_line: line.trim().to_owned(),
         }
+    }
+
+    /// Its process id (for signals of a test's own: SIGSTOP, SIGCONT).
+    pub fn id(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Whether it has exited (and is reaped).
+    pub fn exited(&mut self) -> bool {
+        !matches!(self.child.try_wait(), Ok(None))
     }
 
     /// The URL of `listening on URL`.

@@ -95,6 +95,16 @@ impl Private {
     /// Started with `args` added to the command line; `None` (after a
     /// note) where there is no redis-server, except under CI.
     pub fn start(args: &[&str]) -> Option<Self> {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        Self::start_at(port, args)
+    }
+
+    /// [`start`](Self::start) on `port`.
+    pub fn start_at(port: u16, args: &[&str]) -> Option<Self> {
         if Command::new("redis-server")
             .arg("--version")
             .output()
@@ -104,11 +114,6 @@ impl Private {
             eprintln!("note: skipping a Redis restart test: no redis-server");
             return None;
         }
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
         let mut server = Private {
             port,
             dir: tempfile::tempdir().unwrap(),

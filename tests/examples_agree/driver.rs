@@ -18,25 +18,6 @@ const POLL_PAUSE: Duration = Duration::from_millis(25);
 /// At most this many `tasks/get` in one poll (20 s of pauses).
 const POLL_ROUNDS: usize = 800;
 
-/// The features this test was built with, which the examples are built with
-/// too, so that cargo reuses the library it has just compiled.
-fn features() -> String {
-    let all = [
-        ("axum", cfg!(feature = "axum")),
-        ("http-client", cfg!(feature = "http-client")),
-        ("metrics", cfg!(feature = "metrics")),
-        ("sqlite", cfg!(feature = "sqlite")),
-        ("postgres", cfg!(feature = "postgres")),
-        ("stdio", cfg!(feature = "stdio")),
-        ("seal", cfg!(feature = "seal")),
-        ("rmcp", cfg!(feature = "rmcp")),
-        ("gateway", cfg!(feature = "gateway")),
-        ("redis", cfg!(feature = "redis")),
-    ];
-    let on: Vec<&str> = all.iter().filter(|(_, on)| *on).map(|(f, _)| *f).collect();
-    on.join(",")
-}
-
 /// Both examples, built from this checkout (`cargo build --example server
 /// --example rmcp_server`, fresh in a moment after `cargo test
 /// --all-features`) and hard-linked into `dir`: the target directory's
@@ -52,7 +33,7 @@ pub(crate) fn build_examples(dir: &Path) -> (PathBuf, PathBuf) {
     let mut cmd = std::process::Command::new(cargo);
     cmd.args(["build", "--message-format=json-render-diagnostics"])
         .args(["--example", "server", "--example", "rmcp_server"])
-        .args(["--features", &features()])
+        .args(["--features", &crate::features::this_build()])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .stderr(Stdio::inherit());
     if profile_dir.file_name().is_some_and(|p| p == "release") {

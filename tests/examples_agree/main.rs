@@ -59,6 +59,9 @@
 #![cfg(all(feature = "axum", feature = "stdio", feature = "rmcp"))]
 
 mod driver;
+#[allow(unreachable_pub)]
+#[path = "../common/features.rs"]
+mod features;
 mod legacy;
 mod modern;
 mod normalise;

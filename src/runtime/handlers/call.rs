@@ -298,6 +298,9 @@ impl Engine {
         // handler resumed from the top finds them again.
         record.input_responses = std::mem::take(&mut call.input_responses);
         record.request_state = call.request_state.take();
+        // The policy travels with the task: whichever replica recovers it
+        // applies this one (`Engine::recovery_of`).
+        record.recovery = Some(self.cfg.recovery);
         Ok(record)
     }
 

@@ -69,9 +69,11 @@ where
     operator_purges_only_finished_tasks(make().await).await;
 }
 
-/// A created record reads back equal; an unknown id reads as `None`.
+/// A created record reads back equal (its recovery policy too); an
+/// unknown id reads as `None`.
 pub async fn create_then_get<S: TaskStore>(store: S) {
-    let r = record("c1", Some("alice"), T0, Some(60_000));
+    let mut r = record("c1", Some("alice"), T0, Some(60_000));
+    r.recovery = Some(crate::config::Recovery::Rerun);
     store.create(r.clone()).await.expect("create");
     let got = store
         .get("c1", T0)

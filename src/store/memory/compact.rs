@@ -51,6 +51,7 @@ impl Done {
             || !r.issued_keys.is_empty()
             || !r.input_responses.is_empty()
             || r.lease.is_some()
+            || r.recovery.is_some()
             || !r.sealed.is_empty();
         if !r.status.is_terminal() || resumable {
             return None;
@@ -165,6 +166,7 @@ impl Done {
             outcome,
             cancel_requested: self.cancel_requested,
             lease: None,
+            recovery: None,
             sealed: Default::default(),
         }
     }
