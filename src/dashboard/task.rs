@@ -1,4 +1,5 @@
-//! One task's page at `/tasks/{id}`: status and times, status message,
+//! One task's page at `/tasks/{id}`: status, times and status history,
+//! status message,
 //! outstanding input requests, arguments, result or error, owner, worker,
 //! and the Cancel button (a `POST` with the session's CSRF token).
 
@@ -76,6 +77,23 @@ pub(crate) fn render(ctx: &PageCtx, r: &TaskRecord, now: i64) -> String {
             .expires_at_ms()
             .map_or_else(|| "never".to_owned(), |at| time_ago(at, now)),
     );
+    out.push_str(r#"<h2>History</h2><ol class="history">"#);
+    let _ = write!(
+        out,
+        "<li>{} created <span class=\"muted\">{}</span></li>",
+        badge(crate::protocol::TaskStatus::Working),
+        utc(r.created_at_ms)
+    );
+    for change in &r.history {
+        let _ = write!(
+            out,
+            "<li>{} {} <span class=\"muted\">{}</span></li>",
+            badge(change.status),
+            time_ago(change.at_ms, now),
+            utc(change.at_ms)
+        );
+    }
+    out.push_str("</ol>");
     out.push_str("<h2>Status message</h2>");
     match &r.status_message {
         _ if sealed("status_message") => out.push_str(r#"<p class="muted">sealed</p>"#),

@@ -98,7 +98,10 @@ impl Engine {
             };
             let (next, then) = match decide(&record).map_err(CasError::Refused)? {
                 Decision::Keep(then) => return Ok(Outcome::Kept(then)),
-                Decision::Write(next, then) => (Arc::new(next), then),
+                Decision::Write(mut next, then) => {
+                    TaskRecord::note_status_change(&mut next, &record);
+                    (Arc::new(next), then)
+                }
             };
             match self
                 .store

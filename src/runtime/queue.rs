@@ -66,7 +66,9 @@ impl Engine {
     /// read, so that of several workers exactly one wins (for stores
     /// without [`TaskStore::claim_runnable`](crate::store::TaskStore::claim_runnable)).
     pub(crate) async fn claim(&self, record: &TaskRecord) -> Option<Arc<TaskRecord>> {
-        let next = Arc::new(self.claimed(record));
+        let mut next = self.claimed(record);
+        TaskRecord::note_status_change(&mut next, record);
+        let next = Arc::new(next);
         self.store
             .replace_shared(Arc::clone(&next), record.version)
             .await

@@ -325,6 +325,7 @@ pub(crate) fn next_finished(r: &TaskRecord, now_ms: i64) -> TaskRecord {
         cancel_requested: r.cancel_requested,
         lease: None,
         recovery: None,
+        history: r.history.clone(),
         sealed: Default::default(),
     }
 }

@@ -71,6 +71,7 @@ use crate::protocol::{InputRequest, InputResponses, TaskStatus};
 
 pub mod conformance;
 mod connect;
+mod history;
 mod memory;
 mod operator;
 #[cfg(feature = "redis")]
@@ -87,6 +88,7 @@ mod url;
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub use self::redis::{InvalidPrefix, RedisOptions, RedisStore, DEFAULT_PREFIX};
 pub use connect::connect;
+pub use history::{StatusChange, MAX_HISTORY};
 pub use memory::MemoryStore;
 pub use operator::{
     InvalidCursor, OperatorStore, TaskCursor, TaskPage, TaskQuery, TaskStats, WaitingTask,
@@ -286,6 +288,10 @@ pub struct TaskRecord {
     /// the task has ended.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recovery: Option<Recovery>,
+    /// Each change of status after creation, oldest first, at most
+    /// [`MAX_HISTORY`] (empty in records written before the field existed).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub history: Vec<StatusChange>,
     /// Fields a sealing store wrapper (`SealedStore`, feature `seal`)
     /// encrypted before they reached the store, by field name. Only the
     /// wrapper reads or writes it: empty in every record the layer sees.
@@ -352,6 +358,7 @@ impl TaskRecord {
             cancel_requested: false,
             lease: None,
             recovery: None,
+            history: Vec::new(),
             sealed: BTreeMap::new(),
         }
     }

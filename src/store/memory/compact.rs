@@ -5,7 +5,7 @@ use std::sync::Arc;
 use crate::json::JsonText;
 use crate::jsonrpc::JsonRpcError;
 use crate::protocol::TaskStatus;
-use crate::store::{Era, TaskOutcome, TaskRecord};
+use crate::store::{Era, StatusChange, TaskOutcome, TaskRecord};
 
 /// A finished record without its (cleared) resume state, kept in the
 /// shard's map itself: its scalars here, and its owner, tool name, status
@@ -30,6 +30,8 @@ pub(super) struct Done {
     tool_len: u32,
     message_len: Option<u32>,
     text: Arc<str>,
+    /// Its status changes (none for most: a task that ended at once).
+    history: Box<[StatusChange]>,
 }
 
 /// Which outcome the rest of a [`Done`]'s text is.
@@ -103,6 +105,7 @@ impl Done {
                 None => None,
             },
             text: Arc::from(text),
+            history: r.history.as_slice().into(),
         })
     }
 
@@ -167,6 +170,7 @@ impl Done {
             cancel_requested: self.cancel_requested,
             lease: None,
             recovery: None,
+            history: self.history.to_vec(),
             sealed: Default::default(),
         }
     }
