@@ -20,6 +20,7 @@ mod facts;
 mod params;
 mod plain;
 mod refusal;
+mod scan;
 
 pub use params::Params;
 pub(crate) use params::StrParam;

@@ -74,7 +74,12 @@ impl<'a> StrParam<'a> {
 impl Params {
     /// The params of `message`, whose one pass read `facts` (borrowed from
     /// `message`).
-    pub(crate) fn from_message(message: &Bytes, facts: ReadFacts<'_>) -> Self {
+    /// `text` is where the params lie in `message`, when known.
+    pub(crate) fn from_message(
+        message: &Bytes,
+        facts: ReadFacts<'_>,
+        text: Option<Range<usize>>,
+    ) -> Self {
         let base = message.as_ref();
         Params {
             repr: Repr::Message(Box::new(FromMessage {
@@ -88,7 +93,7 @@ impl Params {
                 },
                 message: message.clone(),
                 parsed: OnceLock::new(),
-                text: OnceLock::new(),
+                text: text.map_or_else(OnceLock::new, OnceLock::from),
             })),
         }
     }
