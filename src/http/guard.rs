@@ -2,9 +2,9 @@
 //! origin it does not serve (cross-site requests, DNS rebinding), and a
 //! body not declared JSON (which a page can send without a CORS preflight).
 
-use axum::http::header::{CONTENT_TYPE, ORIGIN};
-use axum::http::{HeaderMap, HeaderName, StatusCode};
+use axum::http::StatusCode;
 
+use super::seen::{One, SeenHeaders};
 use crate::jsonrpc::JsonRpcError;
 
 /// The browser origins an endpoint serves; requests without `Origin` are
@@ -74,24 +74,23 @@ fn is_loopback(origin: &str) -> bool {
     port_ok && host_ok
 }
 
-/// The one value of header `name`, if it has exactly one readable value.
+/// The one value of a header, if it has exactly one readable value.
 /// `Err(())` when it is repeated or not visible ASCII.
-fn single<'h>(headers: &'h HeaderMap, name: &HeaderName) -> Result<Option<&'h str>, ()> {
-    let mut values = headers.get_all(name).iter();
-    match (values.next(), values.next()) {
-        (None, _) => Ok(None),
-        (Some(value), None) => value.to_str().map(|v| Some(v.trim())).map_err(|_| ()),
-        (Some(_), Some(_)) => Err(()),
+fn single(header: One<'_>) -> Result<Option<&str>, ()> {
+    match header {
+        One::Absent => Ok(None),
+        One::Once(value) => value.to_str().map(|v| Some(v.trim())).map_err(|_| ()),
+        One::Repeated => Err(()),
     }
 }
 
 /// Refuse a request from a page the endpoint does not serve (403), or one
 /// whose body is not declared `application/json` (415).
 pub(super) fn admit(
-    headers: &HeaderMap,
+    headers: &SeenHeaders<'_>,
     origins: &AllowedOrigins,
 ) -> Result<(), (StatusCode, JsonRpcError)> {
-    let origin_ok = match single(headers, &ORIGIN) {
+    let origin_ok = match single(headers.origin) {
         Ok(None) => true,
         Ok(Some(origin)) => origins.allows(origin),
         Err(()) => false,
@@ -100,7 +99,7 @@ pub(super) fn admit(
         let error = JsonRpcError::invalid_request("the Origin header is not allowed");
         return Err((StatusCode::FORBIDDEN, error));
     }
-    if !single(headers, &CONTENT_TYPE).is_ok_and(|v| v.is_some_and(is_json)) {
+    if !single(headers.content_type).is_ok_and(|v| v.is_some_and(is_json)) {
         let error = JsonRpcError::invalid_request("the Content-Type must be application/json");
         return Err((StatusCode::UNSUPPORTED_MEDIA_TYPE, error));
     }
@@ -115,9 +114,17 @@ fn is_json(content_type: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use axum::http::HeaderValue;
+    use axum::http::header::ORIGIN;
+    use axum::http::{HeaderMap, HeaderValue};
 
     use super::*;
+
+    fn admit(
+        headers: &HeaderMap,
+        origins: &AllowedOrigins,
+    ) -> Result<(), (StatusCode, JsonRpcError)> {
+        super::admit(&SeenHeaders::read(headers), origins)
+    }
 
     fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
         let mut map = HeaderMap::new();
