@@ -1,6 +1,8 @@
 //! One `POST`: read, validate, call the service, answer.
 
+use std::future::Future;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
 
 use axum::extract::Request;
@@ -66,10 +68,18 @@ where
             return refuse_identity(refusal);
         }
     }
-    let read = read_body(&parts, declared, body, state.body_limit);
-    let Ok(read) = tokio::time::timeout(state.body_timeout, read).await else {
-        debug!("a request body did not arrive in time: 408");
-        return body_timed_out(state.body_timeout);
+    let mut read = std::pin::pin!(read_body(&parts, declared, body, state.body_limit));
+    // Most bodies have arrived with their head: read at once, and a timer
+    // is started (the deadline counted from here) only if one has not.
+    let read = match std::future::poll_fn(|cx| Poll::Ready(read.as_mut().poll(cx))).await {
+        Poll::Ready(read) => read,
+        Poll::Pending => match tokio::time::timeout(state.body_timeout, read).await {
+            Ok(read) => read,
+            Err(_) => {
+                debug!("a request body did not arrive in time: 408");
+                return body_timed_out(state.body_timeout);
+            }
+        },
     };
     let bytes = match read {
         Ok(bytes) => bytes,

@@ -38,10 +38,12 @@ where
     let peer = EndsPeer(peer);
     let mut call = Box::pin(call);
     // Most calls answer without a message: no channel until the peer sends.
+    // The call first: one that answers at once never waits on the peer
+    // (what the peer queued meanwhile still goes first, see `answer`).
     tokio::select! {
         biased;
-        () = peer.0.opened() => {}
         outcome = &mut call => return answer::<F, E>(peer, None, outcome, id, modern),
+        () = peer.0.opened() => {}
     }
     let mut messages = peer.0.messages();
     let first = match &mut messages {
