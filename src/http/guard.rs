@@ -108,8 +108,13 @@ pub(super) fn admit(
 
 /// `application/json`, with any parameters (`charset=utf-8`, ...).
 fn is_json(content_type: &str) -> bool {
-    let media = content_type.split(';').next().unwrap_or_default();
-    media.trim().eq_ignore_ascii_case("application/json")
+    // A readable header value is visible ASCII (and tabs): its whitespace
+    // is ASCII whitespace.
+    let media = content_type.as_bytes().split(|&b| b == b';').next();
+    media
+        .unwrap_or_default()
+        .trim_ascii()
+        .eq_ignore_ascii_case(b"application/json")
 }
 
 #[cfg(test)]
