@@ -93,8 +93,7 @@ async fn drain_pinned(
         return;
     }
     let budget = limit.saturating_mul(DRAIN_FACTOR).max(MIN_DRAIN);
-    if declared.is_some_and(|n| n > u64::try_from(budget).unwrap_or(u64::MAX))
-    {
+    if declared.is_some_and(|n| n > u64::try_from(budget).unwrap_or(u64::MAX)) {
         return;
     }
     let mut left = budget.saturating_sub(read);
