@@ -17,7 +17,10 @@ pub(crate) fn rfc3339(ms: i64) -> String {
 
 pub(crate) fn rfc3339_digits(ms: i64) -> Option<[u8; 24]> {
     const DAY_MS: i64 = 86_400_000;
-    let (year, month, day) = civil_date(ms.div_euclid(DAY_MS));
+    /// Julian day number of 1970-01-01.
+    const UNIX_EPOCH_JD: i64 = 2_440_588;
+    let jd = i32::try_from(ms.div_euclid(DAY_MS).checked_add(UNIX_EPOCH_JD)?).ok()?;
+    let (year, month, day) = time::Date::from_julian_day(jd).ok()?.to_calendar_date();
     let year = u32::try_from(year).ok().filter(|y| *y <= 9999)?;
     // 0 <= in_day < DAY_MS, so it fits a u32.
     let in_day = u32::try_from(ms.rem_euclid(DAY_MS)).ok()?;
@@ -30,31 +33,13 @@ pub(crate) fn rfc3339_digits(ms: i64) -> Option<[u8; 24]> {
         }
     };
     put(0, 4, year);
-    put(5, 2, month);
+    put(5, 2, u32::from(u8::from(month)));
     put(8, 2, u32::from(day));
     put(11, 2, in_day / 3_600_000);
     put(14, 2, in_day / 60_000 % 60);
     put(17, 2, in_day / 1000 % 60);
     put(20, 3, in_day % 1000);
     Some(out)
-}
-
-/// The proleptic Gregorian (year, month, day) of a count of days since
-/// 1970-01-01 (H. Hinnant's `civil_from_days`: a few multiplications where
-/// `time`'s Julian-day conversion took ten times as many instructions).
-fn civil_date(days: i64) -> (i64, u32, u32) {
-    // Days since 0000-03-01; eras of 400 years (146,097 days).
-    let z = days.saturating_add(719_468);
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    // 1 to 31 and 1 to 12: they fit.
-    let day = u32::try_from(doy - (153 * mp + 2) / 5 + 1).unwrap_or(1);
-    let month = u32::try_from(if mp < 10 { mp + 3 } else { mp - 9 }).unwrap_or(1);
-    let year = yoe + era.saturating_mul(400) + i64::from(month <= 2);
-    (year, month, day)
 }
 
 fn rfc3339_formatted(ms: i64) -> String {
