@@ -14,7 +14,7 @@
 use std::borrow::Cow;
 use std::ops::Range;
 
-use super::facts::{Member, ReadFacts};
+use super::facts::{Member, MetaFacts, ReadFacts, Routed};
 use super::RequestId;
 use crate::names::{META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, TASKS_EXTENSION};
 
@@ -108,22 +108,39 @@ impl<'a> Scanner<'a> {
         }
         self.ws();
         self.expect(b'{')?;
+        self.items(b'}', |s| {
+            let key = s.plain_str()?;
+            s.ws();
+            s.expect(b':')?;
+            s.ws();
+            member(s, key, depth + 1)
+        })
+    }
+
+    /// An array at `depth`, its values checked.
+    fn array(&mut self, depth: usize) -> Option<()> {
+        if depth > MAX_DEPTH {
+            return None;
+        }
+        self.expect(b'[')?;
+        self.items(b']', |s| s.skip(depth + 1))
+    }
+
+    /// The comma-separated items of an object or array, read by `item`,
+    /// after its opening byte and up to `close`.
+    fn items(&mut self, close: u8, mut item: impl FnMut(&mut Self) -> Option<()>) -> Option<()> {
         self.ws();
-        if self.peek()? == b'}' {
+        if self.peek()? == close {
             self.pos += 1;
             return Some(());
         }
         loop {
             self.ws();
-            let key = self.plain_str()?;
-            self.ws();
-            self.expect(b':')?;
-            self.ws();
-            member(self, key, depth + 1)?;
+            item(self)?;
             self.ws();
             match self.next()? {
                 b',' => {}
-                b'}' => return Some(()),
+                b if b == close => return Some(()),
                 _ => return None,
             }
         }
@@ -232,28 +249,6 @@ impl<'a> Scanner<'a> {
         }
     }
 
-    fn array(&mut self, depth: usize) -> Option<()> {
-        if depth > MAX_DEPTH {
-            return None;
-        }
-        self.expect(b'[')?;
-        self.ws();
-        if self.peek()? == b']' {
-            self.pos += 1;
-            return Some(());
-        }
-        loop {
-            self.ws();
-            self.skip(depth + 1)?;
-            self.ws();
-            match self.next()? {
-                b',' => {}
-                b']' => return Some(()),
-                _ => return None,
-            }
-        }
-    }
-
     /// The `id`: a string without escapes, or an integer that fits `i64`.
     fn id(&mut self) -> Option<RequestId> {
         if self.peek()? == b'"' {
@@ -294,7 +289,7 @@ impl<'a> Scanner<'a> {
 
     /// `_meta`: its protocol version and whether its capabilities name the
     /// tasks extension; `None` when it is not an object.
-    fn meta(&mut self, depth: usize) -> Option<Option<(Option<Cow<'a, str>>, bool)>> {
+    fn meta(&mut self, depth: usize) -> Option<MetaFacts<'a>> {
         if self.peek()? != b'{' {
             return self.skip(depth).map(|()| None);
         }
@@ -319,27 +314,12 @@ impl<'a> Scanner<'a> {
 
     /// The params object, read as `facts.rs` reads it.
     fn facts(&mut self, depth: usize) -> Option<ReadFacts<'a>> {
-        let mut facts = ReadFacts {
-            version: None,
-            tasks_declared: false,
-            task_is_object: false,
-            task_id: Member::Absent,
-            name: Member::Absent,
-            uri: Member::Absent,
-        };
+        let mut facts = ReadFacts::default();
         self.object(depth, |s, key, depth| {
-            match key {
-                "_meta" => {
-                    let (version, declared) = s.meta(depth)?.unwrap_or_default();
-                    // Declaring counts only in the 2026-07-28 era.
-                    facts.tasks_declared = declared && version.is_some();
-                    facts.version = version;
-                }
-                "taskId" => facts.task_id = s.member(depth)?,
-                "name" => facts.name = s.member(depth)?,
-                "uri" => facts.uri = s.member(depth)?,
-                "task" => facts.task_is_object = matches!(s.member(depth)?, Member::Object),
-                _ => s.skip(depth)?,
+            match ReadFacts::routed(key) {
+                Routed::Meta => facts.set_meta(s.meta(depth)?),
+                Routed::Other => s.skip(depth)?,
+                routed => facts.set(&routed, s.member(depth)?),
             }
             Some(())
         })?;
