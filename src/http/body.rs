@@ -5,9 +5,9 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use axum::body::{Body, Bytes, HttpBody};
-use axum::http::header::{CONTENT_LENGTH, EXPECT};
+use axum::http::header::EXPECT;
 use axum::http::request::Parts;
-use axum::http::{HeaderMap, Version};
+use axum::http::Version;
 use bytes::BytesMut;
 
 /// How much of a refused body the endpoint reads in all, as a multiple of
@@ -26,10 +26,15 @@ pub(super) enum BodyError {
 
 /// Read the whole body, stopping as soon as it is known to exceed `limit`;
 /// a body over the limit is then drained (see [`drain`]).
-pub(super) async fn read_body(parts: &Parts, body: Body, limit: usize) -> Result<Bytes, BodyError> {
-    let declared = declared_length(&parts.headers);
+/// `declared` is the request's `Content-Length`, if it is a number.
+pub(super) async fn read_body(
+    parts: &Parts,
+    declared: Option<u64>,
+    body: Body,
+    limit: usize,
+) -> Result<Bytes, BodyError> {
     if declared.is_some_and(|n| n > u64::try_from(limit).unwrap_or(u64::MAX)) {
-        drain(parts, body, limit).await;
+        drain(parts, declared, body, limit).await;
         return Err(BodyError::TooLarge);
     }
     let mut body = std::pin::pin!(body);
@@ -45,7 +50,7 @@ pub(super) async fn read_body(parts: &Parts, body: Body, limit: usize) -> Result
             let read = first.as_ref().map_or(0, Bytes::len) + buf.len();
             if data.len() > limit - read {
                 drop((first, buf));
-                drain_pinned(parts, body, limit, read + data.len()).await;
+                drain_pinned(parts, declared, body, limit, read + data.len()).await;
                 return Err(BodyError::TooLarge);
             }
             if buf.is_empty() && first.is_none() {
@@ -70,11 +75,17 @@ pub(super) async fn read_body(parts: &Parts, body: Body, limit: usize) -> Result
 /// bounded amount is read: [`DRAIN_FACTOR`] times `limit` in all, for at
 /// most [`DRAIN_TIME`]; a body declared larger is not read at all. After
 /// that the answer goes out and the connection closes.
-pub(super) async fn drain(parts: &Parts, body: Body, limit: usize) {
-    drain_pinned(parts, std::pin::pin!(body), limit, 0).await;
+pub(super) async fn drain(parts: &Parts, declared: Option<u64>, body: Body, limit: usize) {
+    drain_pinned(parts, declared, std::pin::pin!(body), limit, 0).await;
 }
 
-async fn drain_pinned(parts: &Parts, mut body: Pin<&mut Body>, limit: usize, read: usize) {
+async fn drain_pinned(
+    parts: &Parts,
+    declared: Option<u64>,
+    mut body: Pin<&mut Body>,
+    limit: usize,
+    read: usize,
+) {
     // HTTP/2 resets the stream by itself, and a client that sent
     // `Expect: 100-continue` sends no body until told to, which reading
     // would do.
@@ -82,9 +93,7 @@ async fn drain_pinned(parts: &Parts, mut body: Pin<&mut Body>, limit: usize, rea
         return;
     }
     let budget = limit.saturating_mul(DRAIN_FACTOR).max(MIN_DRAIN);
-    if declared_length(&parts.headers)
-        .is_some_and(|n| n > u64::try_from(budget).unwrap_or(u64::MAX))
-    {
+    if declared.is_some_and(|n| n > u64::try_from(budget).unwrap_or(u64::MAX)) {
         return;
     }
     let mut left = budget.saturating_sub(read);
@@ -99,13 +108,6 @@ async fn drain_pinned(parts: &Parts, mut body: Pin<&mut Body>, limit: usize, rea
         }
     })
     .await;
-}
-
-fn declared_length(headers: &HeaderMap) -> Option<u64> {
-    headers
-        .get(CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok())
 }
 
 async fn next_frame(

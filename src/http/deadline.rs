@@ -178,11 +178,20 @@ impl<T: AsyncRead + AsyncWrite> AsyncRead for Watched<T> {
                 Phase::Idle(since) => (since + this.deadlines.idle, false),
                 Phase::Head(since) => (since + this.deadlines.header, true),
             };
-            if *this.armed != Some(deadline) {
+            // The timer is re-armed only for an earlier deadline: an idle
+            // deadline moves later with every request, and resetting the
+            // timer each time costs more than waking once too early.
+            if this.armed.is_none_or(|armed| deadline < armed) {
                 this.timer.as_mut().reset(deadline);
                 *this.armed = Some(deadline);
             }
             ready!(this.timer.as_mut().poll(cx));
+            if *this.armed != Some(deadline) {
+                // Woken for a deadline that has moved since: wait for this one.
+                this.timer.as_mut().reset(deadline);
+                *this.armed = Some(deadline);
+                continue;
+            }
             *this.trip = if head {
                 tracing::debug!("a request head did not arrive in time: 408");
                 *this.answer = timeout_answer(this.deadlines.header);

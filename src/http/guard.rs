@@ -2,9 +2,9 @@
 //! origin it does not serve (cross-site requests, DNS rebinding), and a
 //! body not declared JSON (which a page can send without a CORS preflight).
 
-use axum::http::header::{CONTENT_TYPE, ORIGIN};
-use axum::http::{HeaderMap, HeaderName, StatusCode};
+use axum::http::{HeaderMap, StatusCode};
 
+use super::seen::{One, SeenHeaders};
 use crate::jsonrpc::JsonRpcError;
 
 /// The browser origins an endpoint serves; requests without `Origin` are
@@ -74,14 +74,13 @@ fn is_loopback(origin: &str) -> bool {
     port_ok && host_ok
 }
 
-/// The one value of header `name`, if it has exactly one readable value.
+/// The one value of a header, if it has exactly one readable value.
 /// `Err(())` when it is repeated or not visible ASCII.
-fn single<'h>(headers: &'h HeaderMap, name: &HeaderName) -> Result<Option<&'h str>, ()> {
-    let mut values = headers.get_all(name).iter();
-    match (values.next(), values.next()) {
-        (None, _) => Ok(None),
-        (Some(value), None) => value.to_str().map(|v| Some(v.trim())).map_err(|_| ()),
-        (Some(_), Some(_)) => Err(()),
+fn single(header: One<'_>) -> Result<Option<&str>, ()> {
+    match header {
+        One::Absent => Ok(None),
+        One::Once(value) => value.to_str().map(|v| Some(v.trim())).map_err(|_| ()),
+        One::Repeated => Err(()),
     }
 }
 
@@ -89,7 +88,11 @@ fn single<'h>(headers: &'h HeaderMap, name: &HeaderName) -> Result<Option<&'h st
 /// at all (not a browser page), or exactly one that `origins` allows. The
 /// MCP endpoint's check, and the dashboard's on every `POST`.
 pub(crate) fn origin_admitted(headers: &HeaderMap, origins: &AllowedOrigins) -> bool {
-    match single(headers, &ORIGIN) {
+    origin_ok(SeenHeaders::read(headers).origin, origins)
+}
+
+fn origin_ok(origin: One<'_>, origins: &AllowedOrigins) -> bool {
+    match single(origin) {
         Ok(None) => true,
         Ok(Some(origin)) => origins.allows(origin),
         Err(()) => false,
@@ -99,14 +102,14 @@ pub(crate) fn origin_admitted(headers: &HeaderMap, origins: &AllowedOrigins) -> 
 /// Refuse a request from a page the endpoint does not serve (403), or one
 /// whose body is not declared `application/json` (415).
 pub(super) fn admit(
-    headers: &HeaderMap,
+    headers: &SeenHeaders<'_>,
     origins: &AllowedOrigins,
 ) -> Result<(), (StatusCode, JsonRpcError)> {
-    if !origin_admitted(headers, origins) {
+    if !origin_ok(headers.origin, origins) {
         let error = JsonRpcError::invalid_request("the Origin header is not allowed");
         return Err((StatusCode::FORBIDDEN, error));
     }
-    if !single(headers, &CONTENT_TYPE).is_ok_and(|v| v.is_some_and(is_json)) {
+    if !single(headers.content_type).is_ok_and(|v| v.is_some_and(is_json)) {
         let error = JsonRpcError::invalid_request("the Content-Type must be application/json");
         return Err((StatusCode::UNSUPPORTED_MEDIA_TYPE, error));
     }
@@ -115,15 +118,28 @@ pub(super) fn admit(
 
 /// `application/json`, with any parameters (`charset=utf-8`, ...).
 fn is_json(content_type: &str) -> bool {
-    let media = content_type.split(';').next().unwrap_or_default();
-    media.trim().eq_ignore_ascii_case("application/json")
+    // A readable header value is visible ASCII (and tabs): its whitespace
+    // is ASCII whitespace.
+    let media = content_type.as_bytes().split(|&b| b == b';').next();
+    media
+        .unwrap_or_default()
+        .trim_ascii()
+        .eq_ignore_ascii_case(b"application/json")
 }
 
 #[cfg(test)]
 mod tests {
-    use axum::http::HeaderValue;
+    use axum::http::header::ORIGIN;
+    use axum::http::{HeaderMap, HeaderValue};
 
     use super::*;
+
+    fn admit(
+        headers: &HeaderMap,
+        origins: &AllowedOrigins,
+    ) -> Result<(), (StatusCode, JsonRpcError)> {
+        super::admit(&SeenHeaders::read(headers), origins)
+    }
 
     fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
         let mut map = HeaderMap::new();

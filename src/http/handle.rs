@@ -1,6 +1,8 @@
 //! One `POST`: read, validate, call the service, answer.
 
+use std::future::Future;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
 
 use axum::extract::Request;
@@ -19,7 +21,8 @@ use super::peer::{accept_answer, StreamPeer};
 use super::response::{
     body_timed_out, outcome_response, refuse_identity, respond, respond_without_id, service_failed,
 };
-use super::sse::{accepts_event_stream, serve_with_peer};
+use super::seen::SeenHeaders;
+use super::sse::serve_with_peer;
 use crate::jsonrpc::{IdentityRefusal, JsonRpcError, JsonRpcRequest, JsonRpcResponse};
 use crate::peer::Peer;
 use crate::pending::{read_incoming, Incoming, PendingRequests};
@@ -49,9 +52,11 @@ where
     S::Error: Into<BoxError>,
 {
     let (parts, body) = request.into_parts();
-    if let Err((status, error)) = admit(&parts.headers, &state.origins) {
+    let headers = SeenHeaders::read(&parts.headers);
+    let declared = headers.declared_length();
+    if let Err((status, error)) = admit(&headers, &state.origins) {
         debug!(%status, %error, "refused a request before reading its body");
-        drain(&parts, body, state.body_limit).await;
+        drain(&parts, declared, body, state.body_limit).await;
         return respond_without_id(status, error);
     }
     // Who is calling is settled before anything of the body is read.
@@ -59,14 +64,22 @@ where
     if let Some(identify) = &state.identity {
         if let Err(refusal) = identify(&parts, &mut identity) {
             debug!(?refusal, "refused a request for its caller's identity");
-            drain(&parts, body, state.body_limit).await;
+            drain(&parts, declared, body, state.body_limit).await;
             return refuse_identity(refusal);
         }
     }
-    let read = read_body(&parts, body, state.body_limit);
-    let Ok(read) = tokio::time::timeout(state.body_timeout, read).await else {
-        debug!("a request body did not arrive in time: 408");
-        return body_timed_out(state.body_timeout);
+    let mut read = std::pin::pin!(read_body(&parts, declared, body, state.body_limit));
+    // Most bodies have arrived with their head: read at once, and a timer
+    // is started (the deadline counted from here) only if one has not.
+    let read = match std::future::poll_fn(|cx| Poll::Ready(read.as_mut().poll(cx))).await {
+        Poll::Ready(read) => read,
+        Poll::Pending => match tokio::time::timeout(state.body_timeout, read).await {
+            Ok(read) => read,
+            Err(_) => {
+                debug!("a request body did not arrive in time: 408");
+                return body_timed_out(state.body_timeout);
+            }
+        },
     };
     let bytes = match read {
         Ok(bytes) => bytes,
@@ -94,7 +107,7 @@ where
         Incoming::Refused(response) => return respond(StatusCode::BAD_REQUEST, &response),
     };
     let modern = request.protocol_version().is_some();
-    if let Err(error) = check_headers(&parts.headers, &request) {
+    if let Err(error) = check_headers(&headers, &request) {
         debug!(method = %request.method, %error, "rejected a request whose headers disagree with its body");
         return match request.id {
             Some(id) => respond(
@@ -115,7 +128,7 @@ where
             }
         };
     };
-    if !accepts_event_stream(&parts.headers) {
+    if !headers.accepts_event_stream {
         let outcome = state.service.clone().oneshot(request).await;
         let (status, response) = outcome_response(id, outcome, modern);
         return respond(status, &response);

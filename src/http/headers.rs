@@ -2,13 +2,8 @@
 
 use std::borrow::Cow;
 
-use axum::http::{HeaderMap, HeaderName};
-
+use super::seen::{One, SeenHeaders};
 use crate::jsonrpc::{code, JsonRpcError, JsonRpcRequest};
-
-static MCP_PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
-static MCP_METHOD: HeaderName = HeaderName::from_static("mcp-method");
-static MCP_NAME: HeaderName = HeaderName::from_static("mcp-name");
 
 /// The body value `Mcp-Name` must mirror, for the methods that have one.
 fn routed_name(request: &JsonRpcRequest) -> Option<&str> {
@@ -25,44 +20,36 @@ fn mismatch(detail: &str) -> JsonRpcError {
     JsonRpcError::new(code::HEADER_MISMATCH, format!("Header mismatch: {detail}"))
 }
 
-/// The one value of header `name`, trimmed.
-fn single_header<'h>(
-    headers: &'h HeaderMap,
-    name: &HeaderName,
-    display: &str,
-) -> Result<&'h str, JsonRpcError> {
-    let mut values = headers.get_all(name).iter();
-    let (Some(value), None) = (values.next(), values.next()) else {
-        return Err(if headers.contains_key(name) {
-            mismatch(&format!("the {display} header is repeated"))
-        } else {
-            mismatch(&format!("the {display} header is missing"))
-        });
-    };
-    value
-        .to_str()
-        .map(str::trim)
-        .map_err(|_| mismatch(&format!("the {display} header is not visible ASCII")))
+/// The one value of a header, trimmed.
+fn single_header<'h>(header: One<'h>, display: &str) -> Result<&'h str, JsonRpcError> {
+    match header {
+        One::Once(value) => value
+            .to_str()
+            .map(str::trim)
+            .map_err(|_| mismatch(&format!("the {display} header is not visible ASCII"))),
+        One::Repeated => Err(mismatch(&format!("the {display} header is repeated"))),
+        One::Absent => Err(mismatch(&format!("the {display} header is missing"))),
+    }
 }
 
 /// Check the 2026-07-28 headers against the body.
 pub(super) fn check_headers(
-    headers: &HeaderMap,
+    headers: &SeenHeaders<'_>,
     request: &JsonRpcRequest,
 ) -> Result<(), JsonRpcError> {
     let Some(version) = request.protocol_version() else {
         return Ok(());
     };
-    if single_header(headers, &MCP_PROTOCOL_VERSION, "MCP-Protocol-Version")? != version {
+    if single_header(headers.protocol_version, "MCP-Protocol-Version")? != version {
         return Err(mismatch(
             "the MCP-Protocol-Version header differs from _meta's protocolVersion",
         ));
     }
-    if single_header(headers, &MCP_METHOD, "Mcp-Method")? != request.method {
+    if single_header(headers.mcp_method, "Mcp-Method")? != request.method {
         return Err(mismatch("the Mcp-Method header differs from the method"));
     }
     if let Some(expected) = routed_name(request) {
-        let raw = single_header(headers, &MCP_NAME, "Mcp-Name")?;
+        let raw = single_header(headers.mcp_name, "Mcp-Name")?;
         let name = decode_header_value(raw)
             .ok_or_else(|| mismatch("the Mcp-Name header has a malformed base64 value"))?;
         if name != expected {

@@ -14,6 +14,7 @@ mod handle;
 mod headers;
 mod peer;
 mod response;
+mod seen;
 mod serve;
 mod service;
 mod sse;

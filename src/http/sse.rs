@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use axum::body::{Body, Bytes, HttpBody};
-use axum::http::header::{ACCEPT, CACHE_CONTROL, CONTENT_TYPE};
-use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE};
+use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::BoxError;
 use http_body::Frame;
@@ -38,10 +38,12 @@ where
     let peer = EndsPeer(peer);
     let mut call = Box::pin(call);
     // Most calls answer without a message: no channel until the peer sends.
+    // The call first: one that answers at once never waits on the peer
+    // (what the peer queued meanwhile still goes first, see `answer`).
     tokio::select! {
         biased;
-        () = peer.0.opened() => {}
         outcome = &mut call => return answer::<F, E>(peer, None, outcome, id, modern),
+        () = peer.0.opened() => {}
     }
     let mut messages = peer.0.messages();
     let first = match &mut messages {
@@ -200,23 +202,14 @@ fn sse_event(json: &[u8]) -> Bytes {
     Bytes::from(event)
 }
 
-/// Whether an `Accept` header lists `text/event-stream`.
-///
-/// Read on the bytes: a value that is not visible ASCII lists nothing
-/// (as `HeaderValue::to_str` would refuse it).
-pub(super) fn accepts_event_stream(headers: &HeaderMap) -> bool {
-    headers
-        .get_all(ACCEPT)
-        .iter()
-        .any(|value| lists_event_stream(value.as_bytes()))
-}
-
-/// Whether one of the comma-separated media ranges of `value` is
-/// `text/event-stream` (any case, parameters and spaces around it allowed).
+/// Whether one of the comma-separated media ranges of an `Accept` value
+/// is `text/event-stream` (any case, parameters and spaces around it
+/// allowed). Read on the bytes: a value that is not visible ASCII lists
+/// nothing (as `HeaderValue::to_str` would refuse it).
 ///
 /// Looks for the name and checks what surrounds it, instead of splitting
 /// the value (an `Accept` is read on every request).
-fn lists_event_stream(value: &[u8]) -> bool {
+pub(super) fn lists_event_stream(value: &[u8]) -> bool {
     const NAME: &[u8] = b"text/event-stream";
     // What the SDKs send, compared whole.
     if value == b"application/json, text/event-stream" {

@@ -13,6 +13,7 @@ use crate::names::{META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, TASKS_EXTENS
 /// The params object of a message, as the one pass of
 /// [`JsonRpcRequest::decode_plain`](super::JsonRpcRequest) reads it:
 /// strings still borrowed from the message.
+#[derive(Default)]
 pub(crate) struct ReadFacts<'de> {
     pub(super) version: Option<Cow<'de, str>>,
     pub(super) tasks_declared: bool,
@@ -20,6 +21,50 @@ pub(crate) struct ReadFacts<'de> {
     pub(super) task_id: Member<Cow<'de, str>>,
     pub(super) name: Member<Cow<'de, str>>,
     pub(super) uri: Member<Cow<'de, str>>,
+}
+
+/// What a member of the params object is to [`ReadFacts`], by its key.
+pub(super) enum Routed {
+    Meta,
+    TaskId,
+    Name,
+    Uri,
+    Task,
+    Other,
+}
+
+impl<'de> ReadFacts<'de> {
+    /// What member `key` of the params is to the facts.
+    pub(super) fn routed(key: &str) -> Routed {
+        match key {
+            "_meta" => Routed::Meta,
+            "taskId" => Routed::TaskId,
+            "name" => Routed::Name,
+            "uri" => Routed::Uri,
+            "task" => Routed::Task,
+            _ => Routed::Other,
+        }
+    }
+
+    /// Keep what `_meta` said (`None`: it is not an object). A repeated
+    /// member counts as its last copy, as in a `Value`.
+    pub(super) fn set_meta(&mut self, meta: MetaFacts<'de>) {
+        let (version, declared) = meta.unwrap_or_default();
+        // Declaring counts only in the 2026-07-28 era, as in `RequestEra`.
+        self.tasks_declared = declared && version.is_some();
+        self.version = version;
+    }
+
+    /// Keep what a routed member other than `_meta` is.
+    pub(super) fn set(&mut self, routed: &Routed, member: Member<Cow<'de, str>>) {
+        match routed {
+            Routed::TaskId => self.task_id = member,
+            Routed::Name => self.name = member,
+            Routed::Uri => self.uri = member,
+            Routed::Task => self.task_is_object = matches!(member, Member::Object),
+            Routed::Meta | Routed::Other => {}
+        }
+    }
 }
 
 /// Reads the params object into [`ReadFacts`], as a `serde(deserialize_with)`
@@ -197,7 +242,9 @@ impl<'de> Visitor<'de> for ObjectAt<'_> {
 /// nothing).
 struct MetaSeed;
 
-type MetaFacts<'de> = Option<(Option<Cow<'de, str>>, bool)>;
+/// `_meta`'s protocol version and whether it declares the tasks
+/// extension; `None` when `_meta` is not an object.
+pub(super) type MetaFacts<'de> = Option<(Option<Cow<'de, str>>, bool)>;
 
 impl<'de> DeserializeSeed<'de> for MetaSeed {
     type Value = MetaFacts<'de>;
@@ -248,31 +295,12 @@ impl<'de> Visitor<'de> for FactsSeed {
         f.write_str("an object")
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let mut facts = ReadFacts {
-            version: None,
-            tasks_declared: false,
-            task_is_object: false,
-            task_id: Member::Absent,
-            name: Member::Absent,
-            uri: Member::Absent,
-        };
+        let mut facts = ReadFacts::default();
         while let Some(key) = map.next_key::<Key<'de>>()? {
-            match key.0.as_ref() {
-                "_meta" => {
-                    let (version, declared) = map.next_value_seed(MetaSeed)?.unwrap_or_default();
-                    // Declaring counts only in the 2026-07-28 era, as in
-                    // `RequestEra`.
-                    facts.tasks_declared = declared && version.is_some();
-                    facts.version = version;
-                }
-                "taskId" => facts.task_id = map.next_value_seed(MemberSeed)?,
-                "name" => facts.name = map.next_value_seed(MemberSeed)?,
-                "uri" => facts.uri = map.next_value_seed(MemberSeed)?,
-                "task" => {
-                    facts.task_is_object =
-                        matches!(map.next_value_seed(MemberSeed)?, Member::Object);
-                }
-                _ => map.next_value_seed(Skip)?,
+            match ReadFacts::routed(&key.0) {
+                Routed::Meta => facts.set_meta(map.next_value_seed(MetaSeed)?),
+                Routed::Other => map.next_value_seed(Skip)?,
+                routed => facts.set(&routed, map.next_value_seed(MemberSeed)?),
             }
         }
         Ok(facts)

@@ -20,6 +20,7 @@ mod facts;
 mod params;
 mod plain;
 mod refusal;
+mod scan;
 
 pub use params::Params;
 pub(crate) use params::StrParam;
@@ -467,8 +468,22 @@ impl JsonRpcResponse {
     /// compact, a text result copied as it is.
     pub fn to_vec(&self) -> Vec<u8> {
         use std::fmt::Write as _;
+        // A text result: exactly the length of the answer (common ids), so
+        // that the buffer becomes the HTTP body without another allocation.
+        let id_len = match &self.id {
+            None => 4,
+            Some(RequestId::Number(n)) => {
+                n.unsigned_abs()
+                    .checked_ilog10()
+                    .map_or(1, |d| d as usize + 1)
+                    + usize::from(*n < 0)
+            }
+            Some(RequestId::String(s)) => s.len() + 2,
+        };
         let mut out = String::with_capacity(match &self.payload {
-            Payload::Text(json, _) => json.len() + 48,
+            Payload::Text(json, _) => {
+                r#"{"jsonrpc":"2.0","id":,"result":}"#.len() + id_len + json.len()
+            }
             _ => 128,
         });
         out.push_str("{\"jsonrpc\":\"2.0\",\"id\":");

@@ -13,7 +13,10 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::facts::{Member, ReadFacts};
-use crate::names::{META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, TASKS_EXTENSION};
+use crate::names::{
+    META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, PROTOCOL_2025_11_25, PROTOCOL_2026_07_28,
+    TASKS_EXTENSION,
+};
 
 /// The `params` of a [`JsonRpcRequest`](super::JsonRpcRequest).
 ///
@@ -74,12 +77,17 @@ impl<'a> StrParam<'a> {
 impl Params {
     /// The params of `message`, whose one pass read `facts` (borrowed from
     /// `message`).
-    pub(crate) fn from_message(message: &Bytes, facts: ReadFacts<'_>) -> Self {
+    /// `text` is where the params lie in `message`, when known.
+    pub(crate) fn from_message(
+        message: &Bytes,
+        facts: ReadFacts<'_>,
+        text: Option<Range<usize>>,
+    ) -> Self {
         let base = message.as_ref();
         Params {
             repr: Repr::Message(Box::new(FromMessage {
                 facts: Facts {
-                    version: facts.version.map(|v| Text::locate(v, base)),
+                    version: facts.version.map(|v| Text::version(v, base)),
                     tasks_declared: facts.tasks_declared,
                     task_is_object: facts.task_is_object,
                     task_id: facts.task_id.locate(base),
@@ -88,7 +96,7 @@ impl Params {
                 },
                 message: message.clone(),
                 parsed: OnceLock::new(),
-                text: OnceLock::new(),
+                text: text.map_or_else(OnceLock::new, OnceLock::from),
             })),
         }
     }
@@ -325,9 +333,22 @@ struct Facts {
 enum Text {
     At(Range<usize>),
     Unescaped(Box<str>),
+    /// A protocol version this crate names (read on every look at the
+    /// era: no UTF-8 check of the message each time).
+    Known(&'static str),
 }
 
 impl Text {
+    fn version(s: Cow<'_, str>, message: &[u8]) -> Self {
+        match [PROTOCOL_2026_07_28, PROTOCOL_2025_11_25]
+            .into_iter()
+            .find(|known| *known == s)
+        {
+            Some(known) => Text::Known(known),
+            None => Text::locate(s, message),
+        }
+    }
+
     fn locate(s: Cow<'_, str>, message: &[u8]) -> Self {
         match s {
             Cow::Borrowed(b) => {
@@ -345,6 +366,7 @@ impl Text {
                 .and_then(|b| std::str::from_utf8(b).ok())
                 .unwrap_or_default(),
             Text::Unescaped(s) => s,
+            Text::Known(s) => s,
         }
     }
 }

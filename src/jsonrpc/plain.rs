@@ -8,6 +8,7 @@ use http::Extensions;
 use serde::{Deserialize, Deserializer};
 
 use super::facts::{read_facts, ReadFacts};
+use super::scan::scan;
 use super::{JsonRpcRequest, Params, RequestId};
 
 impl JsonRpcRequest {
@@ -20,6 +21,22 @@ impl JsonRpcRequest {
     /// precise error or the same request: the answer on the wire does not
     /// depend on which path read the message.
     pub(crate) fn decode_plain(bytes: &Bytes) -> Option<Self> {
+        match scan(bytes) {
+            Some(scanned) => Some(JsonRpcRequest {
+                id: scanned.id,
+                method: scanned.method.to_owned(),
+                params: scanned
+                    .params
+                    .map(|(facts, text)| Params::from_message(bytes, facts, Some(text))),
+                extensions: Extensions::new(),
+            }),
+            None => Self::decode_serde(bytes),
+        }
+    }
+
+    /// [`decode_plain`](Self::decode_plain) through serde, for what the
+    /// hand-written [`scan`] leaves.
+    fn decode_serde(bytes: &Bytes) -> Option<Self> {
         #[derive(Deserialize)]
         #[serde(deny_unknown_fields)]
         struct Plain<'a> {
@@ -38,7 +55,9 @@ impl JsonRpcRequest {
         Some(JsonRpcRequest {
             id: plain.id,
             method: plain.method,
-            params: plain.params.map(|facts| Params::from_message(bytes, facts)),
+            params: plain
+                .params
+                .map(|facts| Params::from_message(bytes, facts, None)),
             extensions: Extensions::new(),
         })
     }
@@ -95,6 +114,82 @@ mod tests {
                 .all(|key| a.str_param(key) == b.str_param(key))
             && a.params.as_ref().map(|p| p.is_object_param("task"))
                 == b.params.as_ref().map(|p| p.is_object_param("task"))
+    }
+
+    /// What the hand-written scan reads of `bytes`, if it reads them, is
+    /// what serde's pass reads: the same request, facts and params text.
+    fn the_scan_agrees_with_serde(bytes: &Bytes) {
+        let text = String::from_utf8_lossy(bytes);
+        let Some(scanned) = scan(bytes) else {
+            return;
+        };
+        let fast = JsonRpcRequest::decode_plain(bytes).unwrap();
+        let serde = JsonRpcRequest::decode_serde(bytes);
+        let serde = serde.unwrap_or_else(|| panic!("serde refuses what the scan read: {text}"));
+        assert!(same(&fast, &serde), "{text}");
+        assert_eq!(scanned.method, serde.method, "{text}");
+        let texts = |r: &JsonRpcRequest| r.params.as_ref().map(|p| p.text().map(str::to_owned));
+        assert_eq!(texts(&fast), texts(&serde), "{text}");
+    }
+
+    /// The scan reads the common shapes, and leaves to serde what it is
+    /// not sure of; whatever it reads, serde reads the same.
+    #[test]
+    fn the_scan_reads_the_common_requests_and_agrees_with_serde() {
+        let meta = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}"#;
+        let read: &[String] = &[
+            format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{{"taskId":"abc",{meta}}}}}"#),
+            format!(r#"{{"jsonrpc":"2.0","id":"x-1","method":"tools/call","params":{{"name":"greet","arguments":{{"name":"a\nb\u00e9","n":[1,-2,0.5,-0.25,true,false,null,{{}},[]]}},{meta}}}}}"#),
+            format!(" \t\r\n{{ \"params\" : {{ {meta} , \"task\" : {{ \"ttl\" : 1 }} }} , \"method\" : \"m\" , \"jsonrpc\" : \"2.0\" }} \n"),
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.into(),
+            r#"{"jsonrpc":"2.0","id":-17,"method":"m","params":{"taskId":7,"name":{},"uri":[],"task":"t"}}"#.into(),
+            r#"{"jsonrpc":"2.0","id":0,"method":"m","params":{"_meta":{"io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}},"io.modelcontextprotocol/protocolVersion":"v"},"_meta":{"io.modelcontextprotocol/protocolVersion":"w"}}}"#.into(),
+            r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"v","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}},"extensions":{"io.modelcontextprotocol/tasks":1}}}}}"#.into(),
+            r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"v"},"_meta":7}}"#.into(),
+            r#"{"jsonrpc":"2.0","id":999999999999999999,"method":"m","params":{"a":"\u00e9\ud7ff\ue000"}}"#.into(),
+        ];
+        for text in read {
+            let bytes = Bytes::copy_from_slice(text.as_bytes());
+            assert!(scan(&bytes).is_some(), "{text}");
+            the_scan_agrees_with_serde(&bytes);
+        }
+        // Left to serde, which reads or refuses them.
+        let left: &[&str] = &[
+            r#"{"jsonrpc":"2.0","id":1,"method":"t\u0061sks/get"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"taskId":"a\n"}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"a\u0062":1}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"a":"\ud83d\ude00"}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"a":1e2}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"a":1234567890123456789}}"#,
+            r#"{"jsonrpc":"2.0","id":-0,"method":"m"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"a":01}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"a":1.}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"a":[1,]}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"a":1,}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"a":tru}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"a":"\x"}}"#,
+            "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"m\",\"params\":{\"a\":\"\t\"}}",
+            r#"{"jsonrpc":"2.0","id":1,"method":"m","id":2}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{},"x":1}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"m"}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"m""#,
+            r#"{"jsonrpc":"2.0","method":"m","params":"#,
+        ];
+        for text in left {
+            assert!(scan(text.as_bytes()).is_none(), "{text}");
+        }
+        let deep = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"m","params":{{"a":{}{}}}}}"#,
+            "[".repeat(40),
+            "]".repeat(40)
+        );
+        assert!(scan(deep.as_bytes()).is_none());
+        assert!(JsonRpcRequest::decode_plain(&Bytes::from(deep)).is_some());
+        // No cut of a request reads as one.
+        let whole = read[1].as_bytes();
+        for end in 0..whole.len() {
+            assert!(scan(&whole[..end]).is_none());
+        }
     }
 
     /// The plain decoding reads exactly what the `Value` path reads, and
@@ -183,8 +278,10 @@ mod tests {
             ("\u{0}", false),
         ];
         for &(text, plain) in cases {
-            let decoded = JsonRpcRequest::decode_plain(&Bytes::copy_from_slice(text.as_bytes()));
+            let bytes = Bytes::copy_from_slice(text.as_bytes());
+            let decoded = JsonRpcRequest::decode_plain(&bytes);
             assert_eq!(decoded.is_some(), plain, "{text}");
+            the_scan_agrees_with_serde(&bytes);
             let via_value = through_value(text.as_bytes());
             if let Some(request) = &decoded {
                 assert!(same(request, via_value.as_ref().unwrap()), "{text}");

@@ -1,0 +1,114 @@
+//! The request headers the endpoint reads, found in one pass over the
+//! header map ([`SeenHeaders`]) instead of a hashed look-up for each.
+
+use axum::http::{HeaderMap, HeaderValue};
+
+use super::sse::lists_event_stream;
+
+/// How often a header the endpoint reads once came.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum One<'h> {
+    Absent,
+    Once(&'h HeaderValue),
+    Repeated,
+}
+
+impl<'h> One<'h> {
+    fn add(&mut self, value: &'h HeaderValue) {
+        *self = match self {
+            One::Absent => One::Once(value),
+            One::Once(_) | One::Repeated => One::Repeated,
+        };
+    }
+}
+
+/// What the endpoint reads of a request's headers: `Origin` and
+/// `Content-Type` ([`admit`](super::guard::admit)), the first
+/// `Content-Length` (the body limit), whether an `Accept` lists
+/// `text/event-stream`, and the 2026-07-28 headers
+/// ([`check_headers`](super::headers::check_headers)). Each check reads
+/// these exactly as it read the map: a repeated header is `Repeated`.
+#[derive(Debug)]
+pub(super) struct SeenHeaders<'h> {
+    pub(super) origin: One<'h>,
+    pub(super) content_type: One<'h>,
+    pub(super) content_length: Option<&'h HeaderValue>,
+    pub(super) accepts_event_stream: bool,
+    pub(super) protocol_version: One<'h>,
+    pub(super) mcp_method: One<'h>,
+    pub(super) mcp_name: One<'h>,
+}
+
+impl<'h> SeenHeaders<'h> {
+    /// One pass over every value of `headers`.
+    pub(super) fn read(headers: &'h HeaderMap) -> Self {
+        let mut seen = SeenHeaders {
+            origin: One::Absent,
+            content_type: One::Absent,
+            content_length: None,
+            accepts_event_stream: false,
+            protocol_version: One::Absent,
+            mcp_method: One::Absent,
+            mcp_name: One::Absent,
+        };
+        for (name, value) in headers {
+            // Header names are stored lower-case.
+            match name.as_str() {
+                "origin" => seen.origin.add(value),
+                "content-type" => seen.content_type.add(value),
+                "content-length" => {
+                    seen.content_length.get_or_insert(value);
+                }
+                "accept" => {
+                    seen.accepts_event_stream |= lists_event_stream(value.as_bytes());
+                }
+                "mcp-protocol-version" => seen.protocol_version.add(value),
+                "mcp-method" => seen.mcp_method.add(value),
+                "mcp-name" => seen.mcp_name.add(value),
+                _ => {}
+            }
+        }
+        seen
+    }
+
+    /// The declared body length, if it is a number.
+    pub(super) fn declared_length(&self) -> Option<u64> {
+        self.content_length
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::http::header::{ACCEPT, CONTENT_LENGTH, CONTENT_TYPE, ORIGIN};
+
+    use super::*;
+
+    /// What one pass reads is what a look-up of each header gives.
+    #[test]
+    fn one_pass_reads_what_the_lookups_read() {
+        let mut headers = HeaderMap::new();
+        headers.append(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        headers.append(ACCEPT, HeaderValue::from_static("application/json"));
+        headers.append(ACCEPT, HeaderValue::from_static("text/event-stream"));
+        headers.append(CONTENT_LENGTH, HeaderValue::from_static(" 12 "));
+        headers.append(CONTENT_LENGTH, HeaderValue::from_static("13"));
+        headers.append("mcp-method", HeaderValue::from_static("tasks/get"));
+        headers.append("Mcp-Name", HeaderValue::from_static("a"));
+        headers.append("mcp-name", HeaderValue::from_static("b"));
+        let seen = SeenHeaders::read(&headers);
+        assert!(matches!(seen.origin, One::Absent));
+        assert!(matches!(seen.content_type, One::Once(v) if v == "application/json"));
+        assert!(seen.accepts_event_stream);
+        assert_eq!(seen.declared_length(), Some(12));
+        assert!(matches!(seen.protocol_version, One::Absent));
+        assert!(matches!(seen.mcp_method, One::Once(v) if v == "tasks/get"));
+        assert!(matches!(seen.mcp_name, One::Repeated));
+        headers.insert(ORIGIN, HeaderValue::from_static("http://localhost"));
+        headers.insert(ACCEPT, HeaderValue::from_static("application/json"));
+        let seen = SeenHeaders::read(&headers);
+        assert!(matches!(seen.origin, One::Once(_)));
+        assert!(!seen.accepts_event_stream);
+    }
+}

@@ -1,0 +1,389 @@
+//! The common request read by hand, byte by byte: [`scan`], the first try
+//! of [`JsonRpcRequest::decode_plain`](super::JsonRpcRequest).
+//!
+//! It reads what serde's pass in `plain.rs` and `facts.rs` reads (the
+//! method, the id, and from `params` what the layer routes on) without
+//! serde's visitors, and it gives up (`None`) on anything it does not
+//! read as certainly as serde_json would: an escape in a string it keeps
+//! or in a key, a `\u` escape of a surrogate, a number with an exponent or
+//! more than 18 digits, nesting deeper than [`MAX_DEPTH`], a repeated or
+//! unknown top-level member. Then the serde pass decides, so what it
+//! accepts is exactly what that pass accepts, read the same way (unit test
+//! `the_scan_agrees_with_serde` in `plain.rs`).
+
+use std::borrow::Cow;
+use std::ops::Range;
+
+use super::facts::{Member, MetaFacts, ReadFacts, Routed};
+use super::RequestId;
+use crate::names::{META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, TASKS_EXTENSION};
+
+/// Objects and arrays nested deeper than this are left to serde (whose
+/// limit, 128, is far above).
+const MAX_DEPTH: usize = 32;
+
+/// What [`scan`] read of a request.
+pub(super) struct Scanned<'a> {
+    pub(super) method: &'a str,
+    pub(super) id: Option<RequestId>,
+    /// The params' facts, and where the params' text lies in the message.
+    pub(super) params: Option<(ReadFacts<'a>, Range<usize>)>,
+}
+
+/// Read `bytes` as exactly `{"jsonrpc":"2.0","method":…}` with optionally
+/// an `id` (a string or an integer) and an object `params`, in any order,
+/// each once; `None` when it is anything else or when the scan is not sure
+/// (see the module docs).
+pub(super) fn scan(bytes: &[u8]) -> Option<Scanned<'_>> {
+    // Valid UTF-8 once for the whole message: every string cut from it at
+    // a quote is then valid too.
+    let text = std::str::from_utf8(bytes).ok()?;
+    let mut s = Scanner {
+        text,
+        bytes,
+        pos: 0,
+    };
+    let (mut jsonrpc, mut method, mut id, mut params) = (None, None, None, None);
+    s.object(1, |s, key, depth| {
+        match key {
+            "jsonrpc" if jsonrpc.is_none() => jsonrpc = Some(s.plain_str()?),
+            "method" if method.is_none() => method = Some(s.plain_str()?),
+            "id" if id.is_none() => id = Some(s.id()?),
+            "params" if params.is_none() => {
+                let start = s.pos;
+                let facts = s.facts(depth)?;
+                params = Some((facts, start..s.pos));
+            }
+            _ => return None,
+        }
+        Some(())
+    })?;
+    s.ws();
+    if s.pos != bytes.len() || jsonrpc? != "2.0" {
+        return None;
+    }
+    Some(Scanned {
+        method: method?,
+        id,
+        params,
+    })
+}
+
+struct Scanner<'a> {
+    text: &'a str,
+    bytes: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Scanner<'a> {
+    fn ws(&mut self) {
+        while let Some(b' ' | b'\n' | b'\t' | b'\r') = self.bytes.get(self.pos) {
+            self.pos += 1;
+        }
+    }
+
+    fn peek(&self) -> Option<u8> {
+        self.bytes.get(self.pos).copied()
+    }
+
+    fn next(&mut self) -> Option<u8> {
+        let b = self.peek()?;
+        self.pos += 1;
+        Some(b)
+    }
+
+    fn expect(&mut self, b: u8) -> Option<()> {
+        (self.next()? == b).then_some(())
+    }
+
+    /// An object at `depth`, each member's value read by `member(self,
+    /// key, depth of the value)`, which leaves the position after it.
+    fn object(
+        &mut self,
+        depth: usize,
+        mut member: impl FnMut(&mut Self, &'a str, usize) -> Option<()>,
+    ) -> Option<()> {
+        if depth > MAX_DEPTH {
+            return None;
+        }
+        self.ws();
+        self.expect(b'{')?;
+        self.items(b'}', |s| {
+            let key = s.plain_str()?;
+            s.ws();
+            s.expect(b':')?;
+            s.ws();
+            member(s, key, depth + 1)
+        })
+    }
+
+    /// An array at `depth`, its values checked.
+    fn array(&mut self, depth: usize) -> Option<()> {
+        if depth > MAX_DEPTH {
+            return None;
+        }
+        self.expect(b'[')?;
+        self.items(b']', |s| s.skip(depth + 1))
+    }
+
+    /// The comma-separated items of an object or array, read by `item`,
+    /// after its opening byte and up to `close`.
+    fn items(&mut self, close: u8, mut item: impl FnMut(&mut Self) -> Option<()>) -> Option<()> {
+        self.ws();
+        if self.peek()? == close {
+            self.pos += 1;
+            return Some(());
+        }
+        loop {
+            self.ws();
+            item(self)?;
+            self.ws();
+            match self.next()? {
+                b',' => {}
+                b if b == close => return Some(()),
+                _ => return None,
+            }
+        }
+    }
+
+    /// A string without escapes, borrowed.
+    fn plain_str(&mut self) -> Option<&'a str> {
+        self.expect(b'"')?;
+        let start = self.pos;
+        let end = special_at(self.bytes, start)?;
+        if self.bytes.get(end) != Some(&b'"') {
+            return None;
+        }
+        self.pos = end + 1;
+        self.text.get(start..end)
+    }
+
+    /// Any string, its escapes checked (a surrogate gives up).
+    fn skip_str(&mut self) -> Option<()> {
+        self.expect(b'"')?;
+        loop {
+            self.pos = special_at(self.bytes, self.pos)?;
+            match self.next()? {
+                b'"' => return Some(()),
+                b'\\' => match self.next()? {
+                    b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => {}
+                    b'u' => {
+                        let hex = self.bytes.get(self.pos..self.pos + 4)?;
+                        let mut unit = 0u32;
+                        for &h in hex {
+                            unit = unit * 16 + char::from(h).to_digit(16)?;
+                        }
+                        if (0xD800..=0xDFFF).contains(&unit) {
+                            return None;
+                        }
+                        self.pos += 4;
+                    }
+                    _ => return None,
+                },
+                // A control character.
+                _ => return None,
+            }
+        }
+    }
+
+    /// A number of at most 18 digits before and 17 after the point, no
+    /// exponent; its value when it is an integer.
+    fn number(&mut self) -> Option<Option<i64>> {
+        let negative = self.peek()? == b'-';
+        if negative {
+            self.pos += 1;
+        }
+        let mut value: i64 = 0;
+        match self.next()? {
+            b'0' => {}
+            d @ b'1'..=b'9' => {
+                value = i64::from(d - b'0');
+                let mut digits = 1;
+                while let Some(d @ b'0'..=b'9') = self.peek() {
+                    digits += 1;
+                    if digits > 18 {
+                        return None;
+                    }
+                    value = value * 10 + i64::from(d - b'0');
+                    self.pos += 1;
+                }
+            }
+            _ => return None,
+        }
+        let mut integer = true;
+        if self.peek() == Some(b'.') {
+            self.pos += 1;
+            let start = self.pos;
+            while let Some(b'0'..=b'9') = self.peek() {
+                self.pos += 1;
+            }
+            if !(1..=17).contains(&(self.pos - start)) {
+                return None;
+            }
+            integer = false;
+        }
+        match self.peek() {
+            Some(b'e' | b'E' | b'0'..=b'9') => None,
+            // serde_json reads `-0` as a float.
+            _ if negative && value == 0 => Some(None),
+            _ => Some(integer.then_some(if negative { -value } else { value })),
+        }
+    }
+
+    fn literal(&mut self, word: &[u8]) -> Option<()> {
+        let end = self.pos + word.len();
+        (self.bytes.get(self.pos..end)? == word).then(|| self.pos = end)
+    }
+
+    /// Any value, checked as a `Value` parse would check it.
+    fn skip(&mut self, depth: usize) -> Option<()> {
+        match self.peek()? {
+            b'"' => self.skip_str(),
+            b'{' => self.object(depth, |s, _, depth| s.skip(depth)),
+            b'[' => self.array(depth),
+            b't' => self.literal(b"true"),
+            b'f' => self.literal(b"false"),
+            b'n' => self.literal(b"null"),
+            b'-' | b'0'..=b'9' => self.number().map(drop),
+            _ => None,
+        }
+    }
+
+    /// The `id`: a string without escapes, or an integer that fits `i64`.
+    fn id(&mut self) -> Option<RequestId> {
+        if self.peek()? == b'"' {
+            return self.plain_str().map(|s| RequestId::String(s.to_owned()));
+        }
+        self.number()?.map(RequestId::Number)
+    }
+
+    /// A member's value as a [`Member`]; a string with escapes gives up.
+    fn member(&mut self, depth: usize) -> Option<Member<Cow<'a, str>>> {
+        match self.peek()? {
+            b'"' => self.plain_str().map(|s| Member::Str(Cow::Borrowed(s))),
+            b'{' => self.skip(depth).map(|()| Member::Object),
+            _ => self.skip(depth).map(|()| Member::Other),
+        }
+    }
+
+    /// Whether the value at `path` is an object (the last copy of a
+    /// repeated member counts, as in a `Value`).
+    fn object_at(&mut self, path: &[&str], depth: usize) -> Option<bool> {
+        let Some((first, rest)) = path.split_first() else {
+            return Some(matches!(self.member(depth)?, Member::Object));
+        };
+        if self.peek()? != b'{' {
+            return self.skip(depth).map(|()| false);
+        }
+        let mut found = false;
+        self.object(depth, |s, key, depth| {
+            if key == *first {
+                found = s.object_at(rest, depth)?;
+                Some(())
+            } else {
+                s.skip(depth)
+            }
+        })?;
+        Some(found)
+    }
+
+    /// `_meta`: its protocol version and whether its capabilities name the
+    /// tasks extension; `None` when it is not an object.
+    fn meta(&mut self, depth: usize) -> Option<MetaFacts<'a>> {
+        if self.peek()? != b'{' {
+            return self.skip(depth).map(|()| None);
+        }
+        let (mut version, mut declared) = (None, false);
+        self.object(depth, |s, key, depth| {
+            match key {
+                META_PROTOCOL_VERSION => {
+                    version = match s.member(depth)? {
+                        Member::Str(v) => Some(v),
+                        _ => None,
+                    };
+                }
+                META_CLIENT_CAPABILITIES => {
+                    declared = s.object_at(&["extensions", TASKS_EXTENSION], depth)?;
+                }
+                _ => s.skip(depth)?,
+            }
+            Some(())
+        })?;
+        Some(Some((version, declared)))
+    }
+
+    /// The params object, read as `facts.rs` reads it.
+    fn facts(&mut self, depth: usize) -> Option<ReadFacts<'a>> {
+        let mut facts = ReadFacts::default();
+        self.object(depth, |s, key, depth| {
+            match ReadFacts::routed(key) {
+                Routed::Meta => facts.set_meta(s.meta(depth)?),
+                Routed::Other => s.skip(depth)?,
+                routed => facts.set(&routed, s.member(depth)?),
+            }
+            Some(())
+        })?;
+        Some(facts)
+    }
+}
+
+/// Where the first byte at or after `from` that ends a string's plain run
+/// is: a quote, a backslash or a control character (eight bytes at a
+/// time, as memchr does).
+fn special_at(bytes: &[u8], from: usize) -> Option<usize> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    // The high bit of each byte of `x` below `n` (exact for the lowest
+    // such byte, which is the one taken).
+    let below = |x: u64, n: u8| x.wrapping_sub(ONES * u64::from(n)) & !x & HIGH;
+    let mut at = from;
+    while let Some(chunk) = bytes.get(at..at + 8) {
+        let x = u64::from_le_bytes(chunk.try_into().ok()?);
+        let hits = below(x ^ (ONES * u64::from(b'"')), 1)
+            | below(x ^ (ONES * u64::from(b'\\')), 1)
+            | below(x, 0x20);
+        if hits != 0 {
+            return Some(at + (hits.trailing_zeros() / 8) as usize);
+        }
+        at += 8;
+    }
+    let tail = bytes.get(at..)?;
+    let i = tail
+        .iter()
+        .position(|&b| b == b'"' || b == b'\\' || b < 0x20)?;
+    Some(at + i)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::special_at;
+
+    /// Eight bytes at a time finds what a byte-by-byte look finds.
+    #[test]
+    fn special_at_agrees_with_a_byte_by_byte_look() {
+        let alphabet: &[u8] = b"a\"\\\x00\x1f \x7f\x80\xa2\xdc\xff!#[]";
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        for len in 0..40 {
+            for _ in 0..200 {
+                let bytes: Vec<u8> = (0..len)
+                    .map(|_| {
+                        seed ^= seed << 13;
+                        seed ^= seed >> 7;
+                        seed ^= seed << 17;
+                        // Mostly plain bytes, sometimes a special one.
+                        if seed % 5 == 0 {
+                            alphabet[(seed / 5 % alphabet.len() as u64) as usize]
+                        } else {
+                            b'a' + (seed % 26) as u8
+                        }
+                    })
+                    .collect();
+                for from in 0..=len {
+                    let naive = (from..len)
+                        .find(|&i| bytes[i] == b'"' || bytes[i] == b'\\' || bytes[i] < 0x20);
+                    assert_eq!(special_at(&bytes, from), naive, "{bytes:?} from {from}");
+                }
+            }
+        }
+    }
+}
