@@ -1,18 +1,15 @@
 //! The overview: counts by status, throughput and failures over the last
 //! hour, the tasks waiting longest (for a worker, for their client's
-//! answers), the tasks waiting for input, and the running tasks by worker.
+//! answers: the ten waiting longest for input listed), and the running
+//! tasks by worker.
 
 use std::fmt::Write as _;
 
 use super::chart::Throughput;
 use super::html::{esc, span, url_part, PageCtx, STATUSES};
 use super::list;
-use crate::protocol::TaskStatus;
 use crate::runtime::Operator;
-use crate::store::{self, TaskQuery, TaskStats, WaitingTask};
-
-/// How many tasks waiting for input the overview lists.
-const WAITING_ROWS: usize = 10;
+use crate::store::{self, TaskStats, WaitingTask};
 
 /// Counts by status as cards, each a link to the list of those tasks;
 /// the script updates `data-count` elements on every page.
@@ -51,13 +48,14 @@ fn waiting_line(ctx: &PageCtx, stats: &TaskStats, label: &str, w: Option<&Waitin
 pub(crate) async fn render(operator: &Operator, ctx: &PageCtx, now: i64) -> store::Result<String> {
     let stats = operator.stats().await?;
     let throughput = Throughput::read(operator, now).await?;
-    let waiting = operator
-        .list(
-            &TaskQuery::new()
-                .status(TaskStatus::InputRequired)
-                .limit(WAITING_ROWS),
-        )
-        .await?;
+    // The tasks waiting longest for input, longest first: each read by id
+    // (at most `LONGEST_WAITING`), gone ones left out.
+    let mut waiting = Vec::new();
+    for w in &stats.longest_input_required {
+        if let Some(r) = operator.get(&w.id).await? {
+            waiting.push(r);
+        }
+    }
     let mut out = counts(ctx, &stats);
     out.push_str("<section><h2>Throughput and failures</h2>");
     out.push_str(&throughput.svg());
@@ -77,10 +75,10 @@ pub(crate) async fn render(operator: &Operator, ctx: &PageCtx, now: i64) -> stor
     out.push_str("</ul>");
     let _ = write!(
         out,
-        r#"<h3>Waiting for input <a class="small" href="{}">all</a></h3>"#,
+        r#"<h3>Waiting longest for input <a class="small" href="{}">all</a></h3>"#,
         esc(&ctx.href("/tasks?status=input_required"))
     );
-    out.push_str(&list::table(ctx, &waiting.tasks, now));
+    out.push_str(&list::table(ctx, &waiting, now));
     out.push_str("</section><section><h2>Running, by worker</h2>");
     if stats.running_by_holder.is_empty() {
         out.push_str(r#"<p class="muted">No task runs under a live lease.</p>"#);

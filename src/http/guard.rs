@@ -2,7 +2,9 @@
 //! origin it does not serve (cross-site requests, DNS rebinding), and a
 //! body not declared JSON (which a page can send without a CORS preflight).
 
-use axum::http::{HeaderMap, StatusCode};
+#[cfg(feature = "dashboard")]
+use axum::http::HeaderMap;
+use axum::http::StatusCode;
 
 use super::seen::{One, SeenHeaders};
 use crate::jsonrpc::JsonRpcError;
@@ -87,6 +89,7 @@ fn single(header: One<'_>) -> Result<Option<&str>, ()> {
 /// Whether a request may come from where its `Origin` header says: none
 /// at all (not a browser page), or exactly one that `origins` allows. The
 /// MCP endpoint's check, and the dashboard's on every `POST`.
+#[cfg(feature = "dashboard")]
 pub(crate) fn origin_admitted(headers: &HeaderMap, origins: &AllowedOrigins) -> bool {
     origin_ok(SeenHeaders::read(headers).origin, origins)
 }

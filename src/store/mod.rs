@@ -92,7 +92,7 @@ pub use history::{StatusChange, MAX_HISTORY};
 pub use memory::MemoryStore;
 pub use operator::{
     InvalidCursor, OperatorStore, TaskCursor, TaskPage, TaskQuery, TaskStats, WaitingTask,
-    DEFAULT_PAGE, MAX_PAGE,
+    DEFAULT_PAGE, LONGEST_WAITING, MAX_PAGE,
 };
 #[cfg(feature = "seal")]
 #[cfg_attr(docsrs, doc(cfg(feature = "seal")))]

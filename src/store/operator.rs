@@ -29,6 +29,10 @@ pub const MAX_PAGE: usize = 1000;
 /// The page size of a [`TaskQuery`] that names none.
 pub const DEFAULT_PAGE: usize = 50;
 
+/// How many of the `input_required` tasks waiting longest
+/// [`TaskStats::longest_input_required`] names.
+pub const LONGEST_WAITING: usize = 10;
+
 /// What an operator asks for: filters, a page size and where the page
 /// starts. Every filter given must hold (an empty status set is any
 /// status).
@@ -348,6 +352,9 @@ pub struct TaskStats {
     pub oldest_queued: Option<WaitingTask>,
     /// The `input_required` task waiting longest for its client.
     pub oldest_input_required: Option<WaitingTask>,
+    /// The [`LONGEST_WAITING`] `input_required` tasks waiting longest,
+    /// longest first (ties by id); the first is `oldest_input_required`.
+    pub longest_input_required: Vec<WaitingTask>,
     /// `working` tasks under a live lease, by lease holder (the replica or
     /// worker running each).
     pub running_by_holder: BTreeMap<String, u64>,
@@ -411,6 +418,7 @@ impl TaskStats {
             }
             (TaskStatus::InputRequired, _) => {
                 older(&mut self.oldest_input_required, &r.id, r.updated_at_ms);
+                keep_longest(&mut self.longest_input_required, &r.id, r.updated_at_ms);
             }
             _ => {}
         }
@@ -421,6 +429,22 @@ impl TaskStats {
 /// millisecond before.
 pub(crate) fn queued_since_ms(lease_until_ms: i64) -> i64 {
     lease_until_ms.saturating_add(1)
+}
+
+/// Keep in `longest` (sorted, longest first) the [`LONGEST_WAITING`] that
+/// wait longest (the smaller id on a tie).
+fn keep_longest(longest: &mut Vec<WaitingTask>, id: &str, since_ms: i64) {
+    let at = longest.partition_point(|w| (w.since_ms, w.id.as_str()) < (since_ms, id));
+    if at < LONGEST_WAITING {
+        longest.insert(
+            at,
+            WaitingTask {
+                id: id.to_owned(),
+                since_ms,
+            },
+        );
+        longest.truncate(LONGEST_WAITING);
+    }
 }
 
 /// Keep in `slot` whichever waits longer (the smaller id on a tie).

@@ -69,11 +69,15 @@ where
     operator_purges_only_finished_tasks(make().await).await;
 }
 
-/// A created record reads back equal (its recovery policy too); an
-/// unknown id reads as `None`.
+/// A created record reads back equal (its recovery policy and status
+/// history too); an unknown id reads as `None`.
 pub async fn create_then_get<S: TaskStore>(store: S) {
     let mut r = record("c1", Some("alice"), T0, Some(60_000));
     r.recovery = Some(crate::config::Recovery::Rerun);
+    r.history = vec![crate::store::StatusChange {
+        status: TaskStatus::InputRequired,
+        at_ms: T0 + 1,
+    }];
     store.create(r.clone()).await.expect("create");
     let got = store
         .get("c1", T0)
@@ -96,6 +100,11 @@ pub async fn ready_reads_agree_with_get<S: TaskStore>(store: S) {
     store.create(first.clone()).await.expect("create");
     let mut done = first.next_version(T0 + 1);
     done.status = TaskStatus::Completed;
+    // A finished record keeps its history (a store may keep it compact).
+    done.history = vec![crate::store::StatusChange {
+        status: TaskStatus::Completed,
+        at_ms: T0 + 1,
+    }];
     done.arguments = None;
     done.outcome = Some(TaskOutcome::Result(JsonText::from_value(
         &json!({"ok": [1]}),

@@ -217,7 +217,7 @@ pub async fn operator_pages_stay_stable_under_concurrent_writes<S: TaskStore>(st
 }
 
 /// Counts by status (expired tasks left out), the queue and its oldest
-/// task, the `input_required` task waiting longest, and the tasks under a
+/// task, the `input_required` tasks waiting longest, and the tasks under a
 /// live lease by holder.
 pub async fn operator_counts_tasks_and_waits<S: TaskStore>(store: S) {
     let now = T0 + 10_000;
@@ -278,6 +278,16 @@ pub async fn operator_counts_tasks_and_waits<S: TaskStore>(store: S) {
         "queued at lease end + 1"
     );
     assert_eq!(stats.oldest_input_required, waiting("ask1", T0 + 4));
+    let longest: Vec<(&str, i64)> = stats
+        .longest_input_required
+        .iter()
+        .map(|w| (w.id.as_str(), w.since_ms))
+        .collect();
+    assert_eq!(
+        longest,
+        [("ask1", T0 + 4), ("ask2", T0 + 7)],
+        "the waiting tasks, longest first"
+    );
     if let Some(w) = &stats.oldest_input_required {
         let waited = u64::try_from(now - (T0 + 4)).unwrap_or(0);
         assert_eq!(stats.waited(w), std::time::Duration::from_millis(waited));

@@ -9,7 +9,9 @@ use super::fields::decode;
 use super::keys::member;
 use super::{backend, RedisStore};
 use crate::protocol::TaskStatus;
-use crate::store::operator::{queued_since_ms, OperatorStore, TaskQuery, TaskStats, WaitingTask};
+use crate::store::operator::{
+    queued_since_ms, OperatorStore, TaskQuery, TaskStats, WaitingTask, LONGEST_WAITING,
+};
 use crate::store::{BoxFuture, Error, Lease, Result, TaskRecord};
 
 /// Members read per `list` call beyond what a page still lacks.
@@ -106,7 +108,11 @@ impl RedisStore {
                 for status in STATUSES {
                     invocation.key(k.status(status));
                 }
-                invocation.arg(now_ms).arg(&k.task_head).arg(&k.status_head);
+                invocation
+                    .arg(now_ms)
+                    .arg(&k.task_head)
+                    .arg(&k.status_head)
+                    .arg(LONGEST_WAITING);
                 async move { invocation.invoke_async(&mut conn).await }
             })
             .await?;
@@ -125,13 +131,16 @@ impl RedisStore {
                     .insert(status.as_str().to_owned(), u64::try_from(n).unwrap_or(0));
             }
         }
-        if let [id, at] = &counts[STATUSES.len().min(counts.len())..] {
-            let since_ms = text(at)?.parse().map_err(|e| Error::Decode(Box::new(e)))?;
-            stats.oldest_input_required = Some(WaitingTask {
-                id: text(id)?,
+        for pair in counts[STATUSES.len().min(counts.len())..].chunks_exact(2) {
+            let since_ms = text(&pair[1])?
+                .parse()
+                .map_err(|e| Error::Decode(Box::new(e)))?;
+            stats.longest_input_required.push(WaitingTask {
+                id: text(&pair[0])?,
                 since_ms,
             });
         }
+        stats.oldest_input_required = stats.longest_input_required.first().cloned();
         let fleet: Vec<String> = self
             .read(|mut conn| {
                 let mut invocation = self.inner.scripts.fleet.key(&k.leases);

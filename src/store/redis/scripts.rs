@@ -112,10 +112,10 @@ return n
 ";
 
 /// An operator's counts. KEYS: expiry, then each status index. ARGV: now,
-/// the task key head, the status index head. For each status index its
-/// size less its expired members (reaped soon), then the id and
-/// `updated_at_ms` of the live `input_required` task that changed
-/// first (or nothing).
+/// the task key head, the status index head, how many waiting tasks. For
+/// each status index its size less its expired members (reaped soon), then
+/// the id and `updated_at_ms` of each of the live `input_required` tasks
+/// that changed first, at most that many, first first.
 const STATS: &str = r"
 local now, out, expired = tonumber(ARGV[1]), {}, {}
 for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now)) do
@@ -126,16 +126,18 @@ for i = 2, #KEYS do
     local st = string.sub(KEYS[i], #ARGV[3] + 1)
     out[#out + 1] = redis.call('ZCARD', KEYS[i]) - (expired[st] or 0)
 end
-local best, best_at = nil, nil
+local waiting = {}
 for _, m in ipairs(redis.call('ZRANGE', ARGV[3] .. 'input_required', 0, -1)) do
     local id = string.sub(m, 22)
     local r = redis.call('HMGET', ARGV[2] .. id .. '}', 'upd', 'exp')
     if r[1] and (r[2] == '' or tonumber(r[2]) > now) then
-        local at = tonumber(r[1])
-        if not best or at < best_at or (at == best_at and id < best) then best, best_at = id, at end
+        waiting[#waiting + 1] = { tonumber(r[1]), id }
     end
 end
-if best then out[#out + 1] = best; out[#out + 1] = tostring(best_at) end
+table.sort(waiting, function(a, b) return a[1] < b[1] or (a[1] == b[1] and a[2] < b[2]) end)
+for i = 1, math.min(#waiting, tonumber(ARGV[4])) do
+    out[#out + 1] = waiting[i][2]; out[#out + 1] = tostring(waiting[i][1])
+end
 return out
 ";
 

@@ -367,6 +367,7 @@ where
             .await
             .and_then(|row| row.try_get(0))
             .map_err(backend)?;
+        let longest = self.pairs(&q.oldest_input, now_ms).await?;
         Ok(TaskStats {
             at_ms: now_ms,
             by_status: self.counts(&q.by_status, now_ms).await?,
@@ -374,7 +375,11 @@ where
             // A queued task's lease ended one millisecond before it was
             // queued.
             oldest_queued: waiting(self.pairs(&q.oldest_queued, now_ms).await?, 1),
-            oldest_input_required: waiting(self.pairs(&q.oldest_input, now_ms).await?, 0),
+            oldest_input_required: waiting(longest.clone(), 0),
+            longest_input_required: longest
+                .into_iter()
+                .map(|(id, since_ms)| WaitingTask { id, since_ms })
+                .collect(),
             running_by_holder: self.counts(&q.running, now_ms).await?,
         })
     }

@@ -10,7 +10,7 @@
 use super::dialect::Dialect;
 use super::row::tool_column;
 use super::statements::quote;
-use crate::store::operator::TaskQuery;
+use crate::store::operator::{TaskQuery, LONGEST_WAITING};
 use crate::store::Lease;
 
 /// A bound parameter.
@@ -122,7 +122,8 @@ pub(super) struct StatsSql {
     pub(super) queued: String,
     /// `(id, lease_until_ms)` of the queued row queued first.
     pub(super) oldest_queued: String,
-    /// `(id, updated_at_ms)` of the `input_required` row waiting longest.
+    /// `(id, updated_at_ms)` of the `input_required` rows waiting longest,
+    /// longest first, at most [`LONGEST_WAITING`].
     pub(super) oldest_input: String,
 }
 
@@ -148,7 +149,7 @@ impl StatsSql {
             ),
             oldest_input: format!(
                 "SELECT id, updated_at_ms FROM {t} WHERE status = 'input_required' \
-                 AND {live} ORDER BY updated_at_ms, id LIMIT 1"
+                 AND {live} ORDER BY updated_at_ms, id LIMIT {LONGEST_WAITING}"
             ),
         }
     }
