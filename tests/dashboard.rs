@@ -221,6 +221,21 @@ async fn a_signed_in_browser_sees_waiting_tasks_with_their_arguments_escaped() {
         page.body.contains(r#"id="cancel""#),
         "the full role's Cancel button"
     );
+    // Its status history: created working, then waiting for input.
+    let history = page
+        .body
+        .split(r#"<ol class="history">"#)
+        .nth(1)
+        .and_then(|h| h.split("</ol>").next())
+        .expect("a status history");
+    let statuses: Vec<&str> = history
+        .split(r#"data-status=""#)
+        .skip(1)
+        .filter_map(|s| s.split('"').next())
+        .collect();
+    assert_eq!(statuses, ["working", "input_required"], "{history}");
+    // The overview lists it among those waiting longest for input.
+    assert!(overview.body.contains("Waiting longest for input"));
 
     let missing = get(addr, "/ops/tasks/no-such-task", &cookie).await;
     assert_eq!(missing.status, StatusCode::NOT_FOUND);
