@@ -4,7 +4,7 @@
 //! or one SQLite file (polling), and what SIGTERM and SIGKILL of a worker do.
 //!
 //! Handler runs are counted across processes in each process's
-//! `--run-log` (a line `TOOL TASK_ID` per run, `cancelled TASK_ID` per
+//! `--run-log` (a line `TOOL TASK_ID MS` per run, `cancelled TASK_ID MS` per
 //! handler stopped by its cancellation). PostgreSQL tests read
 //! `MCP_TASKS_POSTGRES_URL` (see tests/stores/main.rs); each makes a table
 //! of its own.
@@ -73,7 +73,8 @@ fn runs(paths: &[&Path], tool: &str) -> HashMap<String, usize> {
     for path in paths {
         let text = std::fs::read_to_string(path).unwrap_or_default();
         for line in text.lines() {
-            if let Some((t, id)) = line.split_once(' ') {
+            let mut fields = line.split(' ');
+            if let (Some(t), Some(id)) = (fields.next(), fields.next()) {
                 if t == tool {
                     *counts.entry(id.to_owned()).or_default() += 1;
                 }

@@ -1,6 +1,7 @@
-//! `--run-log PATH`: a line per handler run (`TOOL TASK_ID`) and per handler
-//! stopped by its cancellation (`cancelled TASK_ID`), appended to a file, so
-//! that tests can count runs across the processes of a worker fleet.
+//! `--run-log PATH`: a line per handler run (`TOOL TASK_ID UNIX_MS`) and
+//! per handler stopped by its cancellation (`cancelled TASK_ID UNIX_MS`),
+//! appended to a file, so that tests can count runs across the processes
+//! of a worker fleet, and time the stops.
 
 use std::fs::File;
 use std::io::Write;
@@ -32,8 +33,11 @@ impl<S> RunLog<S> {
 }
 
 fn write(file: &Mutex<File>, what: &str, task: &str) {
+    let ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
     if let Ok(mut file) = file.lock() {
-        let _ = writeln!(file, "{what} {task}");
+        let _ = writeln!(file, "{what} {task} {ms}");
     }
 }
 

@@ -25,9 +25,12 @@ pub(crate) struct EventDecoder {
     /// The `event` field of the event being read.
     kind: Vec<u8>,
     /// The last event id the stream set (`id:`), kept across events as
-    /// the specification's "last event ID buffer".
+    /// the specification's "last event ID buffer" (read by the gateway's
+    /// upstream client, which resumes streams).
+    #[cfg_attr(not(feature = "gateway"), allow(dead_code))]
     last_id: Option<String>,
     /// The reconnection time the stream asked for (`retry:`), in ms.
+    #[cfg_attr(not(feature = "gateway"), allow(dead_code))]
     retry_ms: Option<u64>,
     /// The most bytes an event's data and its current line may take.
     max: usize,
@@ -48,11 +51,13 @@ impl EventDecoder {
     }
 
     /// The id to resume after (`Last-Event-ID`), if the stream gave one.
+    #[cfg_attr(not(feature = "gateway"), allow(dead_code))]
     pub(crate) fn last_event_id(&self) -> Option<&str> {
         self.last_id.as_deref().filter(|id| !id.is_empty())
     }
 
     /// How long the stream asked a client to wait before reconnecting.
+    #[cfg_attr(not(feature = "gateway"), allow(dead_code))]
     pub(crate) fn retry_ms(&self) -> Option<u64> {
         self.retry_ms
     }

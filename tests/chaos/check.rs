@@ -1,13 +1,14 @@
 //! The history checked once the run is over: what was acked against what
 //! was read afterwards, and the runs the workers logged.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::PathBuf;
-use std::time::Instant;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 
 use crate::driver::{Kind, Op, Plan};
+use crate::fleet::Fault;
 
 /// What the history shows.
 #[derive(Debug, Default)]
@@ -28,9 +29,11 @@ pub(crate) struct Verdict {
     /// A read after the first terminal one that disagrees, a result that
     /// is not its own call's, a read after an acked cancel still running.
     pub(crate) stale: usize,
-    /// Cancelled while its handler ran, with no fault in between, and the
-    /// handler never stopped by its cancellation.
+    /// Cancelled while its handler ran, with no fault near, and the
+    /// handler not stopped by its cancellation within [`STOP_BOUND`].
     pub(crate) unstopped: usize,
+    /// Cancelled tasks whose stop was timed (no fault near their cancel).
+    pub(crate) stops_timed: usize,
     pub(crate) notes: Vec<String>,
 }
 
@@ -46,25 +49,60 @@ impl Verdict {
     }
 }
 
-/// Handler runs per task id in the run logs (`TOOL TASK_ID` lines), and
-/// the ids of handlers stopped by their cancellation (`cancelled TASK_ID`).
-fn runs(logs: &[PathBuf]) -> (HashMap<String, usize>, HashSet<String>) {
-    let mut counts = HashMap::new();
-    let mut stopped = HashSet::new();
-    for path in logs {
+/// What the run logs say: handler runs per task id (`TOOL TASK_ID MS`
+/// lines), the last run start of each task with the member that ran it
+/// (logs are the workers', member `i + 1` for log `i`), and when each
+/// handler stopped by its cancellation stopped (`cancelled TASK_ID MS`,
+/// Unix milliseconds; the last stop of a task).
+struct Runs {
+    counts: HashMap<String, usize>,
+    last_start: HashMap<String, (usize, u128)>,
+    stopped: HashMap<String, u128>,
+}
+
+fn runs(logs: &[PathBuf]) -> Runs {
+    let mut out = Runs {
+        counts: HashMap::new(),
+        last_start: HashMap::new(),
+        stopped: HashMap::new(),
+    };
+    for (i, path) in logs.iter().enumerate() {
         let text = std::fs::read_to_string(path).unwrap_or_default();
         for line in text.lines() {
-            match line.split_once(' ') {
-                Some(("cancelled", id)) => {
-                    stopped.insert(id.to_owned());
+            let mut fields = line.split(' ');
+            let (Some(what), Some(id)) = (fields.next(), fields.next()) else {
+                continue;
+            };
+            let ms: u128 = fields.next().and_then(|m| m.parse().ok()).unwrap_or(0);
+            if what == "cancelled" {
+                let at = out.stopped.entry(id.to_owned()).or_insert(ms);
+                *at = (*at).max(ms);
+            } else {
+                *out.counts.entry(id.to_owned()).or_default() += 1;
+                let last = out.last_start.entry(id.to_owned()).or_insert((i + 1, ms));
+                if ms >= last.1 {
+                    *last = (i + 1, ms);
                 }
-                Some((_, id)) => *counts.entry(id.to_owned()).or_default() += 1,
-                None => {}
             }
         }
     }
-    (counts, stopped)
+    out
 }
+
+/// `at` (this process's monotonic clock) as Unix milliseconds, as the run
+/// logs' wall clock has it.
+fn unix_ms(at: Instant) -> u128 {
+    let now_ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    now_ms.saturating_sub(Instant::now().saturating_duration_since(at).as_millis())
+}
+
+/// How long after its cancel is acked a calm task's handler may still run:
+/// a worker elsewhere hears the cancel from the change feed, at the latest
+/// at its next lease renewal (a third of the lease), plus a second of
+/// slack for the handler to return and the log line to be written.
+const STOP_BOUND: Duration = Duration::from_secs(crate::fleet::LEASE_SECS + 1);
 
 /// What a terminal read says: its status and its result or error.
 fn outcome(task: &Value) -> (String, Value) {
@@ -84,13 +122,12 @@ fn terminal(task: &Value) -> bool {
     )
 }
 
-pub(crate) fn check(
-    plans: &[Plan],
-    history: &[Op],
-    logs: &[PathBuf],
-    faults: &[(Instant, Instant, String)],
-) -> Verdict {
-    let (runs, stopped) = runs(logs);
+pub(crate) fn check(plans: &[Plan], history: &[Op], logs: &[PathBuf], faults: &[Fault]) -> Verdict {
+    let Runs {
+        counts: runs,
+        last_start,
+        stopped,
+    } = runs(logs);
     let mut v = Verdict {
         runs: runs.values().sum(),
         tasks: plans.len(),
@@ -200,16 +237,37 @@ pub(crate) fn check(
                 v.stale += 1;
                 note(&mut v, "read running after its cancel was acked".into());
             }
-            // Its handler, if one ran, stopped by the cancellation: unless
-            // a fault (a worker killed or frozen, a link cut) came between.
-            let bound = at + std::time::Duration::from_secs(crate::fleet::LEASE_SECS);
-            let calm = !faults
-                .iter()
-                .any(|(began, ended, _)| *ended > create.start && *began < bound);
+            // Its handler, if one ran when the cancel was acked, stopped by
+            // the cancellation within the bound: timed when no fault that
+            // could touch that run (its worker killed, frozen or cut off,
+            // the database down) came between the run's start and the
+            // bound.
+            let ack_ms = unix_ms(at);
+            let due = unix_ms(at + STOP_BOUND);
+            let calm = last_start.get(&id).is_some_and(|&(member, start)| {
+                start <= ack_ms
+                    && !faults.iter().any(|f| {
+                        f.touches(member) && unix_ms(f.ended) > start && unix_ms(f.began) < due
+                    })
+            });
             let ran = runs.get(&id).copied().unwrap_or(0);
-            if first_outcome.0 == "cancelled" && ran > 0 && calm && !stopped.contains(&id) {
-                v.unstopped += 1;
-                note(&mut v, "its handler never stopped after the cancel".into());
+            if first_outcome.0 == "cancelled" && ran > 0 && calm {
+                v.stops_timed += 1;
+                match stopped.get(&id) {
+                    None => {
+                        v.unstopped += 1;
+                        note(&mut v, "its handler never stopped after the cancel".into());
+                    }
+                    Some(&ms) if ms > due => {
+                        v.unstopped += 1;
+                        let late = ms - ack_ms;
+                        note(
+                            &mut v,
+                            format!("its handler stopped {late} ms after the cancel was acked"),
+                        );
+                    }
+                    Some(_) => {}
+                }
             }
         }
         // Runs: the first, one per round of answers, and one per fault
@@ -221,7 +279,7 @@ pub(crate) fn check(
         };
         let hits = faults
             .iter()
-            .filter(|(began, ended, _)| *ended > create.start && *began < last)
+            .filter(|f| f.ended > create.start && f.began < last)
             .count();
         let ran = runs.get(&id).copied().unwrap_or(0);
         if ran > 1 + rounds + hits {

@@ -26,6 +26,24 @@ struct Member {
     process: Option<Process>,
 }
 
+/// One fault done, and whom it touched.
+#[derive(Clone, Debug)]
+pub(crate) struct Fault {
+    pub(crate) began: Instant,
+    pub(crate) ended: Instant,
+    pub(crate) what: String,
+    /// The member it was done to (0 the front, then the workers); `None`
+    /// for the database, which every member needs.
+    pub(crate) member: Option<usize>,
+}
+
+impl Fault {
+    /// Whether it could have touched what member `m` runs.
+    pub(crate) fn touches(&self, m: usize) -> bool {
+        self.member.is_none_or(|x| x == m)
+    }
+}
+
 pub(crate) struct Fleet {
     server: PathBuf,
     pub(crate) db: Box<dyn Database>,
@@ -33,7 +51,7 @@ pub(crate) struct Fleet {
     members: Vec<Member>,
     _dir: tempfile::TempDir,
     /// Each fault: when it began and ended, and what it was.
-    pub(crate) faults: Vec<(Instant, Instant, String)>,
+    pub(crate) faults: Vec<Fault>,
 }
 
 impl Fleet {
@@ -136,28 +154,31 @@ impl Fleet {
             let began = Instant::now();
             let worker = 1 + rng.below(workers as u64) as usize;
             let anyone = rng.below(self.members.len() as u64) as usize;
-            let what = match rng.below(7) {
+            let (what, member) = match rng.below(7) {
                 0 => {
                     self.signal(worker, "-KILL");
-                    format!("SIGKILL worker {worker}")
+                    (format!("SIGKILL worker {worker}"), Some(worker))
                 }
                 1 => {
                     self.signal(worker, "-STOP");
                     let held = LEASE_SECS * 1000 + rng.range(500, 2000);
                     tokio::time::sleep(Duration::from_millis(held)).await;
                     self.signal(worker, "-CONT");
-                    format!("SIGSTOP worker {worker} for {held} ms")
+                    (
+                        format!("SIGSTOP worker {worker} for {held} ms"),
+                        Some(worker),
+                    )
                 }
                 2 => {
                     let down = rng.range(300, 3000);
                     tokio::task::block_in_place(|| self.db.crash());
                     tokio::time::sleep(Duration::from_millis(down)).await;
                     tokio::task::block_in_place(|| self.db.start());
-                    format!("{} crashed for {down} ms", self.db.name())
+                    (format!("{} crashed for {down} ms", self.db.name()), None)
                 }
                 3 => {
                     self.signal(0, "-KILL");
-                    "SIGKILL front".to_owned()
+                    ("SIGKILL front".to_owned(), Some(0))
                 }
                 4 => {
                     let ms = rng.range(20, 400);
@@ -166,11 +187,14 @@ impl Fleet {
                         .set(Mode::Delay(Duration::from_millis(ms)));
                     tokio::time::sleep(Duration::from_millis(rng.range(1000, 4000))).await;
                     self.members[anyone].proxy.set(Mode::Pass);
-                    format!("delay {ms} ms on member {anyone}'s link")
+                    (
+                        format!("delay {ms} ms on member {anyone}'s link"),
+                        Some(anyone),
+                    )
                 }
                 5 => {
                     self.members[anyone].proxy.reset();
-                    format!("reset member {anyone}'s link")
+                    (format!("reset member {anyone}'s link"), Some(anyone))
                 }
                 _ => {
                     let ms = rng.range(1000, 2 * LEASE_SECS * 1000);
@@ -178,11 +202,19 @@ impl Fleet {
                     tokio::time::sleep(Duration::from_millis(ms)).await;
                     self.members[anyone].proxy.set(Mode::Pass);
                     self.members[anyone].proxy.reset();
-                    format!("black hole {ms} ms on member {anyone}'s link")
+                    (
+                        format!("black hole {ms} ms on member {anyone}'s link"),
+                        Some(anyone),
+                    )
                 }
             };
             self.revive();
-            self.faults.push((began, Instant::now(), what));
+            self.faults.push(Fault {
+                began,
+                ended: Instant::now(),
+                what,
+                member,
+            });
         }
         self.heal().await;
     }

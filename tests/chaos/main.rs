@@ -100,18 +100,19 @@ async fn chaos(db: Box<dyn Database>) {
     tokio::time::sleep(Duration::from_secs(fleet::LEASE_SECS)).await;
     let history = history.lock().unwrap().clone();
     let v = check::check(&plans, &history, &fleet.logs(), &fleet.faults);
-    for (_, _, what) in &fleet.faults {
-        eprintln!("fault: {what}");
+    for fault in &fleet.faults {
+        eprintln!("fault: {}", fault.what);
     }
     for note in &v.notes {
         eprintln!("note: {note}");
     }
     println!(
-        "chaos ({name}, seed {seed}, {secs} s of faults, {:.0} s in all): completed {}, failed {}, cancelled {}, unacked {}, answered at once {}",
+        "chaos ({name}, seed {seed}, {secs} s of faults, {:.0} s in all): completed {}, failed {}, cancelled {} ({} stops timed), unacked {}, answered at once {}",
         began.elapsed().as_secs_f64(),
         v.completed,
         v.failed,
         v.cancelled,
+        v.stops_timed,
         v.unacked,
         v.sync
     );
