@@ -165,6 +165,42 @@ async fn sign_in_see_a_waiting_task_cancel_it_live_and_its_script_argument_stays
     panic!("the handler of {hang} never heard of the dashboard's cancel");
 }
 
+/// Whether `e` says an element found before was replaced meanwhile (the
+/// page's live part is swapped whenever it changes).
+fn is_stale(e: &fantoccini::error::CmdError) -> bool {
+    matches!(e, fantoccini::error::CmdError::Standard(w)
+        if w.error == fantoccini::error::ErrorStatus::StaleElementReference)
+}
+
+/// Find `css` and click it, finding it again if a live update replaced it
+/// in between (at most 10 times).
+async fn click(browser: &Client, css: &str) -> Result<(), fantoccini::error::CmdError> {
+    let mut tries = 0;
+    loop {
+        let found = browser
+            .wait()
+            .at_most(PATIENCE)
+            .for_element(Locator::Css(css))
+            .await?;
+        match found.click().await {
+            Err(e) if is_stale(&e) && tries < 10 => tries += 1,
+            other => return other,
+        }
+    }
+}
+
+/// The text of `css`, found again if a live update replaced it in between.
+async fn text(browser: &Client, css: &str) -> Result<String, fantoccini::error::CmdError> {
+    let mut tries = 0;
+    loop {
+        let found = browser.find(Locator::Css(css)).await?;
+        match found.text().await {
+            Err(e) if is_stale(&e) && tries < 10 => tries += 1,
+            other => return other,
+        }
+    }
+}
+
 /// Everything done in the browser; `Err` for a WebDriver failure.
 async fn drive(
     browser: &Client,
@@ -189,11 +225,7 @@ async fn drive(
         .at_most(PATIENCE)
         .for_element(Locator::Css(&link))
         .await?;
-    let waiting = browser
-        .find(Locator::Css("[data-count=input_required]"))
-        .await?
-        .text()
-        .await?;
+    let waiting = text(browser, "[data-count=input_required]").await?;
     assert_eq!(waiting, "1", "one task waits for input");
     let shot = browser.screenshot().await?;
     let png = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/dashboard.png");
@@ -201,17 +233,13 @@ async fn drive(
     assert!(shot.starts_with(b"\x89PNG"), "a PNG");
 
     // Its page: the argument as text, no script of the task's run.
-    browser.find(Locator::Css(&link)).await?.click().await?;
+    click(browser, &link).await?;
     browser
         .wait()
         .at_most(PATIENCE)
         .for_element(Locator::Css("#cancel"))
         .await?;
-    let arguments = browser
-        .find(Locator::Css("#arguments pre"))
-        .await?
-        .text()
-        .await?;
+    let arguments = text(browser, "#arguments pre").await?;
     assert!(
         arguments.contains(SCRIPT_ARGUMENT),
         "shown as text: {arguments}"
@@ -238,7 +266,7 @@ async fn drive(
             "//span[@id='live-state'][starts-with(., 'live')]",
         ))
         .await?;
-    browser.find(Locator::Css("#cancel")).await?.click().await?;
+    click(browser, "#cancel").await?;
     browser
         .wait()
         .at_most(PATIENCE)
@@ -246,18 +274,12 @@ async fn drive(
         .await?;
     let kept = browser.execute("return window.notReloaded", vec![]).await?;
     assert_eq!(kept, json!("still here"), "no reload");
-    let history = browser.find(Locator::Css("#history")).await?.text().await?;
+    let history = text(browser, "#history").await?;
     assert!(history.contains("cancelled"), "{history}");
 
     // A running task, whose handler runs in another process (this test's).
     browser.goto(&format!("{base}/tasks/{hang}")).await?;
-    browser
-        .wait()
-        .at_most(PATIENCE)
-        .for_element(Locator::Css("#cancel"))
-        .await?
-        .click()
-        .await?;
+    click(browser, "#cancel").await?;
     browser
         .wait()
         .at_most(PATIENCE)

@@ -84,12 +84,13 @@ pub(crate) fn render(ctx: &PageCtx, r: &TaskRecord, now: i64) -> String {
         badge(crate::protocol::TaskStatus::Working),
         utc(r.created_at_ms)
     );
+    // Absolute times only: the live part is sent again whenever its text
+    // changes, and a relative time would change it every second.
     for change in &r.history {
         let _ = write!(
             out,
-            "<li>{} {} <span class=\"muted\">{}</span></li>",
+            "<li>{} <span class=\"muted\">{}</span></li>",
             badge(change.status),
-            time_ago(change.at_ms, now),
             utc(change.at_ms)
         );
     }
