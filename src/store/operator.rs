@@ -115,9 +115,17 @@ impl TaskQuery {
     }
 
     /// Tasks whose arguments, as the JSON text they are stored as, contain
-    /// `text` (case-sensitive). Only arguments stored in clear are
-    /// searched: a task sealed at rest (`SealedStore`) never matches, nor
-    /// does a finished one (its arguments are dropped when it ends).
+    /// `text` (case-sensitive, every character as itself). Only arguments
+    /// stored in clear are searched: a task sealed at rest (`SealedStore`)
+    /// never matches, nor does a finished one (its arguments are dropped
+    /// when it ends).
+    ///
+    /// The SQL stores read a trigram index (PostgreSQL's `pg_trgm`, where
+    /// the database has it; SQLite's FTS5): a page costs what the tasks
+    /// holding the text's trigrams cost, not the table. A text shorter
+    /// than three characters, or one that most tasks contain, reads many
+    /// of them. `MemoryStore` and `RedisStore` filter their walk of the
+    /// creation index.
     pub fn search(mut self, text: impl Into<String>) -> Self {
         self.search = Some(text.into());
         self

@@ -27,6 +27,7 @@ use crate::protocol::TaskStatus;
 
 mod operator;
 mod runnable;
+mod search;
 
 pub use operator::{
     operator_counts_tasks_and_waits, operator_lists_every_task_with_filters,
@@ -36,6 +37,7 @@ pub use operator::{
 pub use runnable::{
     claims_take_the_oldest_runnable_once, orphans_are_working_tasks_whose_lease_ran_out,
 };
+pub use search::operator_search_matches_exact_text;
 
 const T0: i64 = 1_767_225_600_000; // 2026-01-01T00:00:00Z
 
@@ -67,6 +69,7 @@ where
     operator_pages_stay_stable_under_concurrent_writes(make().await).await;
     operator_counts_tasks_and_waits(make().await).await;
     operator_purges_only_finished_tasks(make().await).await;
+    operator_search_matches_exact_text(make().await).await;
 }
 
 /// A created record reads back equal (its recovery policy and status

@@ -104,8 +104,8 @@ where
         tx.commit().await.map_err(backend)
     }
 
-    /// Bind a row's columns as `$1`..`$11`, in the order of `insert`
-    /// (and of `replace`, whose `$12` is the expected version).
+    /// Bind a row's columns as `$1`..`$12`, in the order of `insert`
+    /// (and of `replace`, whose `$13` is the expected version).
     fn bind_row<'q>(
         query: sqlx::query::Query<'q, DB, DB::Arguments>,
         c: &'q Columns,
@@ -122,6 +122,7 @@ where
             .bind(c.record.as_str())
             .bind(c.lease_until_ms)
             .bind(c.tool_name.as_str())
+            .bind(c.arguments.as_deref())
     }
 
     pub(crate) async fn create(&self, record: TaskRecord) -> Result<()> {

@@ -28,12 +28,14 @@ pub(crate) struct Dialect {
     pub(crate) claim_lock: &'static str,
     /// The expression that reads the lease holder of a row.
     pub(crate) lease_holder: &'static str,
-    /// The expression that reads a row's arguments as JSON text (`NULL`
-    /// when they are sealed or dropped).
-    pub(crate) arguments: &'static str,
-    /// The function `f(haystack, needle)` that is the needle's position,
-    /// above 0 when found.
-    pub(crate) contains: &'static str,
+    /// The condition of a search in the arguments stored in clear: `{p}`
+    /// is the placeholder of the pattern [`search_pattern`](Self::search_pattern)
+    /// makes, `{t}` the quoted table name and `{n}` the bare one. It reads
+    /// an index of the arguments' text (trigrams), not every row.
+    pub(crate) search: &'static str,
+    /// The pattern `search` matches against, of the text searched for:
+    /// the text with the engine's wildcards escaped, between wildcards.
+    pub(crate) search_pattern: fn(&str) -> String,
     /// A delete of the rows whose ids `{ids}` selects, from `{t}`.
     pub(crate) delete_ids: &'static str,
 }

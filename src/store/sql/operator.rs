@@ -35,7 +35,7 @@ impl Sql {
 
 /// The live rows `query` matches: a `WHERE` clause (without the word),
 /// `$1` being `now_ms`.
-fn matching(d: &Dialect, query: &TaskQuery, now_ms: i64) -> Sql {
+fn matching(d: &Dialect, table: &str, query: &TaskQuery, now_ms: i64) -> Sql {
     let mut s = Sql {
         text: String::new(),
         args: Vec::new(),
@@ -72,8 +72,13 @@ fn matching(d: &Dialect, query: &TaskQuery, now_ms: i64) -> Sql {
         conds.push(format!("(created_at_ms, id) < ({created}, {id})"));
     }
     if let Some(text) = query.search_text() {
-        let text = s.arg(Arg::Text(text.to_owned()));
-        conds.push(format!("{}({}, {text}) > 0", d.contains, d.arguments));
+        let p = s.arg(Arg::Text((d.search_pattern)(text)));
+        conds.push(
+            d.search
+                .replace("{t}", &quote(table))
+                .replace("{n}", table)
+                .replace("{p}", &p),
+        );
     }
     s.text = conds.join(" AND ");
     s
@@ -81,7 +86,7 @@ fn matching(d: &Dialect, query: &TaskQuery, now_ms: i64) -> Sql {
 
 /// One page of what `query` matches, newest first.
 pub(super) fn find(d: &Dialect, table: &str, query: &TaskQuery, now_ms: i64) -> Sql {
-    let mut s = matching(d, query, now_ms);
+    let mut s = matching(d, table, query, now_ms);
     let limit = s.arg(Arg::Int(page_size(query)));
     s.text = format!(
         "SELECT {} FROM {} WHERE {} ORDER BY created_at_ms DESC, id DESC LIMIT {limit}",
@@ -96,7 +101,7 @@ pub(super) fn find(d: &Dialect, table: &str, query: &TaskQuery, now_ms: i64) -> 
 /// asks for no terminal status.
 pub(super) fn purge(d: &Dialect, table: &str, query: &TaskQuery, now_ms: i64) -> Option<Sql> {
     let query = query.terminal_only()?;
-    let mut s = matching(d, &query, now_ms);
+    let mut s = matching(d, table, &query, now_ms);
     let limit = s.arg(Arg::Int(page_size(&query)));
     let t = quote(table);
     let ids = format!(

@@ -133,6 +133,38 @@ impl Engine for Postgres {
                 "CREATE INDEX IF NOT EXISTS \"{n}_tool_idx\" \
                  ON {t} (tool_name, created_at_ms, id)",
             ],
+            &[
+                // 7: an operator's search in the arguments reads a trigram
+                // index (`pg_trgm`) of a column of their text, not every
+                // row. The store writes the column with each row (`NULL`
+                // when the arguments are dropped or sealed): PostgreSQL's
+                // own JSON operators refuse some texts a task may hold
+                // (`\u0000`), so an index over them could refuse a write.
+                // Before, only unfinished tasks had arguments; each is
+                // copied on its own, passing by one whose text those
+                // operators refuse.
+                "ALTER TABLE {t} ADD COLUMN IF NOT EXISTS arguments text",
+                "DO $do$ DECLARE r record; BEGIN \
+                 FOR r IN SELECT id FROM {t} WHERE status IN ('working', 'input_required') LOOP \
+                 BEGIN UPDATE {t} SET arguments = (record->'arguments')::text \
+                 WHERE id = r.id AND json_typeof(record->'arguments') <> 'null'; \
+                 EXCEPTION WHEN OTHERS THEN NULL; END; END LOOP; END $do$",
+                // The extension ships with PostgreSQL (contrib) and is
+                // trusted: the database's owner may create it. Where it
+                // cannot be had, searches stay correct and walk the rows;
+                // `CREATE EXTENSION pg_trgm` and this index made later by
+                // hand are used from then on.
+                "DO $do$ BEGIN CREATE EXTENSION IF NOT EXISTS pg_trgm; \
+                 EXCEPTION WHEN OTHERS THEN \
+                 RAISE WARNING 'pg_trgm unavailable, task searches will scan: %', SQLERRM; \
+                 END $do$",
+                "DO $do$ DECLARE s text; BEGIN \
+                 SELECT n.nspname INTO s FROM pg_extension e \
+                 JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'pg_trgm'; \
+                 IF s IS NOT NULL THEN EXECUTE format('CREATE INDEX IF NOT EXISTS \"{n}_search_idx\" \
+                 ON {t} USING gin (arguments %I.gin_trgm_ops)', s); \
+                 END IF; END $do$",
+            ],
         ],
         migrations_table: "CREATE TABLE IF NOT EXISTS {m} (
             version bigint PRIMARY KEY,
@@ -154,8 +186,9 @@ impl Engine for Postgres {
         // claim holds, and none waits on another's.
         claim_lock: " FOR UPDATE SKIP LOCKED",
         lease_holder: "(record->'lease'->>'holder')",
-        arguments: "(record->'arguments')::text",
-        contains: "strpos",
+        // The indexed column (migration 7), as `LIKE '%…%'`.
+        search: "arguments LIKE {p}",
+        search_pattern: like_pattern,
         // `= ANY(ARRAY(…))`, as `reap`: a probe of the primary key.
         delete_ids: "DELETE FROM {t} WHERE id = ANY(ARRAY({ids}))",
     };
@@ -163,6 +196,21 @@ impl Engine for Postgres {
     fn rows_affected(result: &PgQueryResult) -> u64 {
         result.rows_affected()
     }
+}
+
+/// `%text%`, with `LIKE`'s wildcards and escape (`%`, `_`, `\`) in `text`
+/// escaped, so that it matches exactly where `text` occurs.
+fn like_pattern(text: &str) -> String {
+    let mut p = String::with_capacity(text.len() + 2);
+    p.push('%');
+    for c in text.chars() {
+        if matches!(c, '%' | '_' | '\\') {
+            p.push('\\');
+        }
+        p.push(c);
+    }
+    p.push('%');
+    p
 }
 
 /// Tasks in PostgreSQL, shared by every replica that connects to the same

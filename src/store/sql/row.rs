@@ -48,6 +48,10 @@ pub(super) struct Columns {
     pub(super) lease_until_ms: Option<i64>,
     /// What an operator's listing filters on.
     pub(super) tool_name: String,
+    /// The arguments stored in clear, as JSON text: what an operator's
+    /// search reads (through an index of its trigrams); `NULL` when there
+    /// are none (dropped, or sealed).
+    pub(super) arguments: Option<String>,
 }
 
 impl Columns {
@@ -64,6 +68,7 @@ impl Columns {
                 (TaskStatus::Working, Some(lease)) => Some(lease.until_ms),
                 _ => None,
             },
+            arguments: r.arguments.as_ref().map(|a| a.get().to_owned()),
             id: r.id,
             owner: r.owner,
             tool_name: tool_column(&r.tool_name),

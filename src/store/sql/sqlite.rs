@@ -68,6 +68,45 @@ impl Engine for Sqlite {
                 "CREATE INDEX IF NOT EXISTS \"{n}_tool_idx\" \
                  ON {t} (tool_name, created_at_ms, id)",
             ],
+            &[
+                // 5: an operator's search in the arguments reads a trigram
+                // index (FTS5) of their text, not every row. The store
+                // writes the text in `arguments` with each row (`NULL` when
+                // dropped or sealed; before, only unfinished tasks had
+                // any). `{n}_search` holds each task's under a rowid of its
+                // own (`VACUUM` keeps an `INTEGER PRIMARY KEY`, not the
+                // implicit rowid of the task table); `{n}_search_fts`
+                // indexes them, case-sensitive, for `GLOB`. Triggers keep
+                // both in step with the task table.
+                "ALTER TABLE {t} ADD COLUMN arguments TEXT",
+                "UPDATE {t} SET arguments = record -> '$.arguments' \
+                 WHERE json_type(record, '$.arguments') <> 'null'",
+                "CREATE TABLE IF NOT EXISTS \"{n}_search\" ( \
+                 seq INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, arguments TEXT NOT NULL)",
+                "CREATE VIRTUAL TABLE IF NOT EXISTS \"{n}_search_fts\" USING fts5( \
+                 arguments, content = '{n}_search', content_rowid = 'seq', \
+                 tokenize = 'trigram case_sensitive 1', detail = 'none')",
+                "CREATE TRIGGER IF NOT EXISTS \"{n}_search_in\" AFTER INSERT ON \"{n}_search\" \
+                 BEGIN INSERT INTO \"{n}_search_fts\" (rowid, arguments) \
+                 VALUES (NEW.seq, NEW.arguments); END",
+                "CREATE TRIGGER IF NOT EXISTS \"{n}_search_out\" AFTER DELETE ON \"{n}_search\" \
+                 BEGIN INSERT INTO \"{n}_search_fts\" (\"{n}_search_fts\", rowid, arguments) \
+                 VALUES ('delete', OLD.seq, OLD.arguments); END",
+                "CREATE TRIGGER IF NOT EXISTS \"{n}_args_in\" AFTER INSERT ON {t} \
+                 WHEN NEW.arguments IS NOT NULL \
+                 BEGIN INSERT INTO \"{n}_search\" (id, arguments) \
+                 VALUES (NEW.id, NEW.arguments); END",
+                "CREATE TRIGGER IF NOT EXISTS \"{n}_args_out\" AFTER DELETE ON {t} \
+                 WHEN OLD.arguments IS NOT NULL \
+                 BEGIN DELETE FROM \"{n}_search\" WHERE id = OLD.id; END",
+                "CREATE TRIGGER IF NOT EXISTS \"{n}_args_change\" AFTER UPDATE OF arguments ON {t} \
+                 WHEN OLD.arguments IS NOT NEW.arguments \
+                 BEGIN DELETE FROM \"{n}_search\" WHERE id = OLD.id; \
+                 INSERT INTO \"{n}_search\" (id, arguments) \
+                 SELECT NEW.id, NEW.arguments WHERE NEW.arguments IS NOT NULL; END",
+                "INSERT INTO \"{n}_search\" (id, arguments) \
+                 SELECT id, arguments FROM {t} WHERE arguments IS NOT NULL",
+            ],
         ],
         migrations_table: "CREATE TABLE IF NOT EXISTS {m} (
             version INTEGER PRIMARY KEY NOT NULL,
@@ -86,14 +125,33 @@ impl Engine for Sqlite {
         // claim reads until it commits.
         claim_lock: "",
         lease_holder: "json_extract(record, '$.lease.holder')",
-        arguments: "json_extract(record, '$.arguments')",
-        contains: "instr",
+        search: "id IN (SELECT id FROM \"{n}_search\" WHERE seq IN \
+                 (SELECT rowid FROM \"{n}_search_fts\" WHERE arguments GLOB {p}))",
+        search_pattern: glob_pattern,
         delete_ids: "DELETE FROM {t} WHERE id IN ({ids})",
     };
 
     fn rows_affected(result: &SqliteQueryResult) -> u64 {
         result.rows_affected()
     }
+}
+
+/// `*text*`, with `GLOB`'s wildcards (`*`, `?`, `[`) in `text` each in a
+/// bracket of its own, so that it matches exactly where `text` occurs.
+fn glob_pattern(text: &str) -> String {
+    let mut p = String::with_capacity(text.len() + 2);
+    p.push('*');
+    for c in text.chars() {
+        if matches!(c, '*' | '?' | '[') {
+            p.push('[');
+            p.push(c);
+            p.push(']');
+        } else {
+            p.push(c);
+        }
+    }
+    p.push('*');
+    p
 }
 
 /// Tasks in a SQLite database: durable on one machine, shared by the

@@ -64,8 +64,8 @@ impl Statements {
         Statements {
             insert: format!(
                 "INSERT INTO {t} (id, owner, era, status, created_at_ms, updated_at_ms, \
-                 expires_at_ms, version, record, lease_until_ms, tool_name) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9{json}, $10, $11) \
+                 expires_at_ms, version, record, lease_until_ms, tool_name, arguments) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9{json}, $10, $11, $12) \
                  ON CONFLICT (id) DO NOTHING"
             )
             .into(),
@@ -77,7 +77,8 @@ impl Statements {
             replace: format!(
                 "UPDATE {t} SET owner = $2, era = $3, status = $4, created_at_ms = $5, \
                  updated_at_ms = $6, expires_at_ms = $7, version = $8, record = $9{json}, \
-                 lease_until_ms = $10, tool_name = $11 WHERE id = $1 AND version = $12"
+                 lease_until_ms = $10, tool_name = $11, arguments = $12 \
+                 WHERE id = $1 AND version = $13"
             )
             .into(),
             exists: format!("SELECT 1 FROM {t} WHERE id = $1").into(),
