@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use mcp_task_layer::store::{TaskOutcome, TaskQuery, TaskRecord, TaskStats};
+use mcp_task_layer::store::{Relative, Span, TaskOutcome, TaskQuery, TaskRecord, TaskStats};
 use mcp_task_layer::{CancelOutcome, Operator, TaskStatus, TaskStore};
 use serde_json::{json, Map, Value};
 
@@ -171,29 +171,11 @@ fn now_ms() -> i64 {
 
 /// `ms` as a time relative to `now`: `12s ago`, `in 5m`.
 fn relative(ms: i64, now: i64) -> String {
-    let (span, future) = if ms > now {
-        (ms - now, true)
-    } else {
-        (now - ms, false)
-    };
-    let span = age(span);
-    if future {
-        format!("in {span}")
-    } else {
-        format!("{span} ago")
+    Relative {
+        at_ms: ms,
+        now_ms: now,
     }
-}
-
-/// A span of milliseconds in its largest whole unit.
-fn age(ms: i64) -> String {
-    let s = ms / 1000;
-    match s {
-        _ if s < 1 => format!("{ms}ms"),
-        _ if s < 60 => format!("{s}s"),
-        _ if s < 3_600 => format!("{}m", s / 60),
-        _ if s < 86_400 => format!("{}h", s / 3_600),
-        _ => format!("{}d", s / 86_400),
-    }
+    .to_string()
 }
 
 /// Rows as columns padded to the widest cell (the last one unpadded).
@@ -465,7 +447,7 @@ pub(crate) async fn stats(args: StatsArgs) -> Result<(), String> {
         Some(w) => format!(
             "{} for {}",
             w.id,
-            age(i64::try_from(stats.waited(w).as_millis()).unwrap_or(i64::MAX))
+            Span(i64::try_from(stats.waited(w).as_millis()).unwrap_or(i64::MAX))
         ),
         None => "-".to_owned(),
     };
@@ -497,7 +479,6 @@ mod tests {
         assert!(parse_duration("99999999999999999999d").is_err());
         assert_eq!(relative(0, 90_000), "1m ago");
         assert_eq!(relative(7_200_000, 0), "in 2h");
-        assert_eq!(age(400), "400ms");
     }
 
     #[test]

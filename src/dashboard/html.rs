@@ -8,6 +8,7 @@ use time::OffsetDateTime;
 
 use super::access::Role;
 use crate::protocol::TaskStatus;
+use crate::store::Relative;
 
 /// Every status, in the order the pages list them.
 pub(crate) const STATUSES: [TaskStatus; 5] = [
@@ -70,26 +71,12 @@ pub(crate) fn utc(ms: i64) -> String {
         .unwrap_or_else(|| ms.to_string())
 }
 
-/// A span of milliseconds in its largest whole unit: `12s`, `5m`, `3h`.
-pub(crate) fn span(ms: i64) -> String {
-    let ms = ms.max(0);
-    let s = ms / 1000;
-    match s {
-        _ if s < 1 => format!("{ms}ms"),
-        _ if s < 60 => format!("{s}s"),
-        _ if s < 3_600 => format!("{}m", s / 60),
-        _ if s < 86_400 => format!("{}h", s / 3_600),
-        _ => format!("{}d", s / 86_400),
-    }
-}
-
 /// A `<time>` element: relative text (`5m ago`), the UTC time on hover.
 pub(crate) fn time_ago(ms: i64, now: i64) -> String {
     let at = utc(ms);
-    let text = if ms > now {
-        format!("in {}", span(ms - now))
-    } else {
-        format!("{} ago", span(now - ms))
+    let text = Relative {
+        at_ms: ms,
+        now_ms: now,
     };
     format!(r#"<time datetime="{at}" title="{at}">{text}</time>"#)
 }
@@ -216,7 +203,6 @@ mod tests {
     #[test]
     fn times() {
         assert_eq!(utc(0), "1970-01-01T00:00:00Z");
-        assert_eq!(span(61_000), "1m");
         assert!(time_ago(1_000, 61_000).contains(">1m ago<"));
     }
 }

@@ -6,10 +6,10 @@
 use std::fmt::Write as _;
 
 use super::chart::Throughput;
-use super::html::{esc, span, url_part, PageCtx, STATUSES};
+use super::html::{esc, url_part, PageCtx, STATUSES};
 use super::list;
 use crate::runtime::Operator;
-use crate::store::{self, TaskStats, WaitingTask};
+use crate::store::{self, Span, TaskStats, WaitingTask};
 
 /// Counts by status as cards, each a link to the list of those tasks;
 /// the script updates `data-count` elements on every page.
@@ -38,7 +38,7 @@ fn waiting_line(ctx: &PageCtx, stats: &TaskStats, label: &str, w: Option<&Waitin
             r#"<li>{label}: <a href="{href}"><code>{id}</code></a>, waiting {waited}</li>"#,
             href = esc(&ctx.href(&format!("/tasks/{}", url_part(&w.id)))),
             id = esc(&w.id),
-            waited = span(i64::try_from(stats.waited(w).as_millis()).unwrap_or(i64::MAX)),
+            waited = Span(i64::try_from(stats.waited(w).as_millis()).unwrap_or(i64::MAX)),
         ),
         None => format!(r#"<li>{label}: <span class="muted">none</span></li>"#),
     }

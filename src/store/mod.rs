@@ -72,6 +72,7 @@ use crate::protocol::{InputRequest, InputResponses, TaskStatus};
 pub mod conformance;
 mod connect;
 mod history;
+mod listing;
 mod memory;
 mod operator;
 #[cfg(feature = "redis")]
@@ -79,6 +80,7 @@ mod redis;
 #[cfg(feature = "seal")]
 mod sealed;
 mod shared;
+mod span;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod sql;
 #[cfg(any(feature = "sqlite", feature = "postgres", feature = "redis"))]
@@ -89,6 +91,7 @@ mod url;
 pub use self::redis::{InvalidPrefix, RedisOptions, RedisStore, DEFAULT_PREFIX};
 pub use connect::connect;
 pub use history::{StatusChange, MAX_HISTORY};
+pub use listing::ListQuery;
 pub use memory::MemoryStore;
 pub use operator::{
     InvalidCursor, OperatorStore, TaskCursor, TaskPage, TaskQuery, TaskStats, WaitingTask,
@@ -97,6 +100,7 @@ pub use operator::{
 #[cfg(feature = "seal")]
 #[cfg_attr(docsrs, doc(cfg(feature = "seal")))]
 pub use sealed::{SealKeyError, SealKeyRing, SealedStore, SEAL_KEY_BYTES};
+pub use span::{Relative, Span};
 #[cfg(feature = "postgres")]
 #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
 pub use sql::PostgresStore;
@@ -479,24 +483,18 @@ pub trait TaskStore: fmt::Debug + Send + Sync + 'static {
         self.replace(Arc::unwrap_or_clone(record), expected_version)
     }
 
-    /// At most `limit` records of `owner` created in `era`, newest first,
-    /// strictly older than the `(created_at_ms, id)` position `after`,
-    /// hiding expired ones. Used by the 2025-11-25 `tasks/list`; optional.
+    /// At most `query.limit` records of `query.owner` created in
+    /// `query.era`, newest first, strictly older than the
+    /// `(created_at_ms, id)` position `query.after`, hiding those expired
+    /// at `query.now_ms`. Used by the 2025-11-25 `tasks/list`; optional.
     ///
     /// Only records whose owner and era are exactly the ones asked for may
     /// come back: the layer makes its cursor of the last record of a page,
     /// so a record of another owner or era here would leak its id.
     /// Expired records are skipped, not counted: a page holds `limit`
     /// records whenever that many live ones are older than `after`.
-    fn list<'a>(
-        &'a self,
-        owner: Option<&'a str>,
-        era: Era,
-        after: Option<(i64, &'a str)>,
-        limit: usize,
-        now_ms: i64,
-    ) -> BoxFuture<'a, Result<Vec<Arc<TaskRecord>>>> {
-        let _ = (owner, era, after, limit, now_ms);
+    fn list<'a>(&'a self, query: ListQuery<'a>) -> BoxFuture<'a, Result<Vec<Arc<TaskRecord>>>> {
+        let _ = query;
         Box::pin(std::future::ready(Err(Error::Unsupported("listing tasks"))))
     }
 

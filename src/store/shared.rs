@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use super::{BoxFuture, Era, OperatorStore, Result, TaskChange, TaskRecord, TaskStore};
+use super::{BoxFuture, ListQuery, OperatorStore, Result, TaskChange, TaskRecord, TaskStore};
 
 impl<T: TaskStore + ?Sized> TaskStore for Arc<T> {
     fn create(&self, record: TaskRecord) -> BoxFuture<'_, Result<()>> {
@@ -31,15 +31,8 @@ impl<T: TaskStore + ?Sized> TaskStore for Arc<T> {
     ) -> BoxFuture<'_, Result<()>> {
         (**self).replace_shared(record, expected_version)
     }
-    fn list<'a>(
-        &'a self,
-        owner: Option<&'a str>,
-        era: Era,
-        after: Option<(i64, &'a str)>,
-        limit: usize,
-        now_ms: i64,
-    ) -> BoxFuture<'a, Result<Vec<Arc<TaskRecord>>>> {
-        (**self).list(owner, era, after, limit, now_ms)
+    fn list<'a>(&'a self, query: ListQuery<'a>) -> BoxFuture<'a, Result<Vec<Arc<TaskRecord>>>> {
+        (**self).list(query)
     }
     fn orphans(&self, now_ms: i64, limit: usize) -> BoxFuture<'_, Result<Vec<Arc<TaskRecord>>>> {
         (**self).orphans(now_ms, limit)

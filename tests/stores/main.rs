@@ -18,7 +18,9 @@ mod common;
 #[cfg(any(feature = "sqlite", feature = "postgres", feature = "redis"))]
 use std::sync::Arc;
 
-use mcp_task_layer::store::{conformance, Era, Error, MemoryStore, TaskRecord, TaskStore};
+use mcp_task_layer::store::{
+    conformance, Era, Error, ListQuery, MemoryStore, TaskRecord, TaskStore,
+};
 use serde_json::json;
 
 const T0: i64 = 1_767_225_600_000; // 2026-01-01T00:00:00Z
@@ -162,7 +164,7 @@ async fn records_round_trip_exactly<S: TaskStore>(store: S) {
         "a TTL past i64::MAX ms expires at the end of time"
     );
     let owned = store
-        .list(r.owner.as_deref(), r.era, None, 10, T0)
+        .list(ListQuery::new(r.owner.as_deref(), r.era, 10, T0))
         .await
         .unwrap();
     assert_eq!(owned.len(), 1);
@@ -182,22 +184,19 @@ async fn unowned_tasks_list_apart<S: TaskStore>(store: S) {
         .await
         .unwrap();
     let ids = |page: Vec<Arc<TaskRecord>>| page.iter().map(|r| r.id.clone()).collect::<Vec<_>>();
-    let first = store.list(None, Era::Modern, None, 3, T0).await.unwrap();
+    let first = store
+        .list(ListQuery::new(None, Era::Modern, 3, T0))
+        .await
+        .unwrap();
     assert_eq!(ids(first.clone()), ["u3", "u2", "u1"]);
     let last = first.last().unwrap();
     let rest = store
-        .list(
-            None,
-            Era::Modern,
-            Some((last.created_at_ms, &last.id)),
-            3,
-            T0,
-        )
+        .list(ListQuery::new(None, Era::Modern, 3, T0).after(last.created_at_ms, &last.id))
         .await
         .unwrap();
     assert_eq!(ids(rest), ["u0"]);
     assert!(store
-        .list(None, Era::Modern, None, 0, T0)
+        .list(ListQuery::new(None, Era::Modern, 0, T0))
         .await
         .unwrap()
         .is_empty());

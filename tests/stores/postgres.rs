@@ -1,6 +1,6 @@
 //! The PostgreSQL store: conformance, replicas, connections, migrations.
 
-use mcp_task_layer::store::{PostgresStore, SqlOptions};
+use mcp_task_layer::store::{ListQuery, PostgresStore, SqlOptions};
 
 use super::common::pg::{url, Tables};
 use super::*;
@@ -151,12 +151,12 @@ async fn postgres_upgrades_a_third_schema_table() {
     .unwrap();
     let store = tables.store(&t).await;
     let legacy = store
-        .list(Some("alice"), Era::Legacy, None, 10, T0)
+        .list(ListQuery::new(Some("alice"), Era::Legacy, 10, T0))
         .await
         .unwrap();
     assert_eq!(legacy.len(), 1);
     assert_eq!(*legacy[0], old);
-    let modern = store.list(Some("alice"), Era::Modern, None, 10, T0);
+    let modern = store.list(ListQuery::new(Some("alice"), Era::Modern, 10, T0));
     assert!(modern.await.unwrap().is_empty(), "another era lists apart");
     announces_every_visible_write(&store).await;
     tables.drop_all().await;

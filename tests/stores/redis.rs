@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use mcp_task_layer::store::{Lease, RedisStore, TaskChange, TaskOutcome};
+use mcp_task_layer::store::{Lease, ListQuery, RedisStore, TaskChange, TaskOutcome};
 use mcp_task_layer::{JsonText, TaskStatus};
 use tokio::sync::broadcast::Receiver;
 
@@ -86,7 +86,7 @@ async fn redis_expiry_is_exact_and_the_key_ttl_only_a_safety_net() {
     assert!(store.get("e", live).await.unwrap().is_some());
     assert_eq!(
         store
-            .list(Some("alice"), Era::Modern, None, 9, live)
+            .list(ListQuery::new(Some("alice"), Era::Modern, 9, live))
             .await
             .unwrap()
             .len(),
@@ -101,7 +101,7 @@ async fn redis_expiry_is_exact_and_the_key_ttl_only_a_safety_net() {
         "expired at its instant"
     );
     let listed = store
-        .list(Some("alice"), Era::Modern, None, 9, due)
+        .list(ListQuery::new(Some("alice"), Era::Modern, 9, due))
         .await
         .unwrap();
     assert_eq!(
@@ -151,7 +151,7 @@ async fn redis_prefixes_keep_stores_apart() {
         Some("bob")
     );
     assert!(b
-        .list(Some("alice"), Era::Modern, None, 9, T0)
+        .list(ListQuery::new(Some("alice"), Era::Modern, 9, T0))
         .await
         .unwrap()
         .is_empty());
@@ -284,7 +284,7 @@ async fn a_redis_restart_loses_no_task_and_the_feed_says_missed() {
     );
 
     let all = store
-        .list(Some("alice"), Era::Modern, None, 100, T0)
+        .list(ListQuery::new(Some("alice"), Era::Modern, 100, T0))
         .await
         .unwrap();
     let ids: Vec<String> = all.iter().map(|r| r.id.clone()).collect();

@@ -2,7 +2,7 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use mcp_task_layer::store::{SqlOptions, SqliteStore};
+use mcp_task_layer::store::{ListQuery, SqlOptions, SqliteStore};
 
 use super::*;
 
@@ -150,9 +150,9 @@ async fn sqlite_upgrades_a_first_schema_table_and_finds_its_orphans() {
     assert_eq!(found.len(), 1, "the leased task of the old schema");
     assert_eq!(*found[0], r);
     // Migration 3's index lists per owner and era.
-    let listed = store.list(Some("alice"), Era::Modern, None, 10, T0);
+    let listed = store.list(ListQuery::new(Some("alice"), Era::Modern, 10, T0));
     assert_eq!(listed.await.unwrap().len(), 1);
-    let other = store.list(Some("alice"), Era::Legacy, None, 10, T0);
+    let other = store.list(ListQuery::new(Some("alice"), Era::Legacy, 10, T0));
     assert!(other.await.unwrap().is_empty(), "another era lists apart");
 }
 

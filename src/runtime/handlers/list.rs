@@ -9,7 +9,7 @@ use crate::jsonrpc::{JsonRpcError, JsonRpcRequest, JsonRpcResponse};
 use crate::runtime::engine::Engine;
 use crate::runtime::errors::store_failure;
 use crate::runtime::wire;
-use crate::store::{self, Era};
+use crate::store::{self, Era, ListQuery};
 
 impl Engine {
     pub(crate) async fn tasks_list(&self, req: JsonRpcRequest) -> JsonRpcResponse {
@@ -36,13 +36,10 @@ impl Engine {
         // the page's last record, so it can only ever name one of theirs.
         let records = self
             .store
-            .list(
-                Some(&owner),
-                Era::Legacy,
-                after.as_ref().map(|(c, id)| (*c, id.as_str())),
-                page + 1,
-                self.now_ms(),
-            )
+            .list(ListQuery {
+                after: after.as_ref().map(|(c, id)| (*c, id.as_str())),
+                ..ListQuery::new(Some(&owner), Era::Legacy, page + 1, self.now_ms())
+            })
             .await
             .map_err(|e| match e {
                 store::Error::Unsupported(_) => JsonRpcError::method_not_found("tasks/list"),

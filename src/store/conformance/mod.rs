@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 use serde_json::json;
 
-use super::{Era, Error, TaskOutcome, TaskRecord, TaskStore};
+use super::{Era, Error, ListQuery, TaskOutcome, TaskRecord, TaskStore};
 use crate::json::JsonText;
 use crate::protocol::TaskStatus;
 
@@ -276,7 +276,7 @@ pub async fn racing_replaces_have_one_winner<S: TaskStore>(store: S) {
 
 /// Whether the store lists at all ([`TaskStore::list`] is optional).
 async fn lists<S: TaskStore>(store: &S) -> bool {
-    match store.list(None, Era::Modern, None, 1, T0).await {
+    match store.list(ListQuery::new(None, Era::Modern, 1, T0)).await {
         Err(Error::Unsupported(_)) => false,
         Err(e) => panic!("list failed: {e:?}"),
         Ok(_) => true,
@@ -304,7 +304,7 @@ pub async fn list_is_per_owner_newest_first<S: TaskStore>(store: S) {
         .await
         .expect("create");
     let page = store
-        .list(Some("alice"), Era::Modern, None, 2, T0 + 10)
+        .list(ListQuery::new(Some("alice"), Era::Modern, 2, T0 + 10))
         .await
         .expect("list");
     let ids: Vec<_> = page.iter().map(|r| r.id.as_str()).collect();
@@ -312,11 +312,8 @@ pub async fn list_is_per_owner_newest_first<S: TaskStore>(store: S) {
     let last = page.last().expect("page");
     let page2 = store
         .list(
-            Some("alice"),
-            Era::Modern,
-            Some((last.created_at_ms, &last.id)),
-            10,
-            T0 + 10,
+            ListQuery::new(Some("alice"), Era::Modern, 10, T0 + 10)
+                .after(last.created_at_ms, &last.id),
         )
         .await
         .expect("list");
@@ -327,17 +324,17 @@ pub async fn list_is_per_owner_newest_first<S: TaskStore>(store: S) {
         "the next page continues after the cursor"
     );
     let bob = store
-        .list(Some("bob"), Era::Modern, None, 10, T0 + 10)
+        .list(ListQuery::new(Some("bob"), Era::Modern, 10, T0 + 10))
         .await
         .expect("list");
     assert_eq!(bob.len(), 1, "another owner's records never appear");
     assert!(store
-        .list(Some("carol"), Era::Modern, None, 10, T0)
+        .list(ListQuery::new(Some("carol"), Era::Modern, 10, T0))
         .await
         .expect("list")
         .is_empty());
     let expired = store
-        .list(Some("alice"), Era::Modern, None, 10, T0 + 60_002)
+        .list(ListQuery::new(Some("alice"), Era::Modern, 10, T0 + 60_002))
         .await
         .expect("list");
     let ids: Vec<_> = expired.iter().map(|r| r.id.as_str()).collect();
@@ -379,13 +376,10 @@ pub async fn list_never_shows_another_owner_or_era<S: TaskStore>(store: S) {
         let mut after: Option<(i64, String)> = None;
         loop {
             let got = store
-                .list(
-                    Some("alice"),
-                    Era::Legacy,
-                    after.as_ref().map(|(c, id)| (*c, id.as_str())),
-                    page,
-                    T0,
-                )
+                .list(ListQuery {
+                    after: after.as_ref().map(|(c, id)| (*c, id.as_str())),
+                    ..ListQuery::new(Some("alice"), Era::Legacy, page, T0)
+                })
                 .await
                 .expect("list");
             for r in &got {
@@ -408,13 +402,13 @@ pub async fn list_never_shows_another_owner_or_era<S: TaskStore>(store: S) {
         assert_eq!(seen, mine, "pages of {page}: every record of hers, once");
     }
     let modern = store
-        .list(Some("alice"), Era::Modern, None, 10, T0)
+        .list(ListQuery::new(Some("alice"), Era::Modern, 10, T0))
         .await
         .expect("list");
     let ids: Vec<_> = modern.iter().map(|r| r.id.as_str()).collect();
     assert_eq!(ids, ["r09", "r05", "r01"], "the other era lists apart");
     let nobody = store
-        .list(None, Era::Legacy, None, 10, T0)
+        .list(ListQuery::new(None, Era::Legacy, 10, T0))
         .await
         .expect("list");
     assert!(
@@ -449,7 +443,7 @@ pub async fn list_fills_pages_past_expired_records<S: TaskStore>(store: S) {
     }
     let now = T0 + 5_000;
     let page = store
-        .list(Some("alice"), Era::Modern, None, 2, now)
+        .list(ListQuery::new(Some("alice"), Era::Modern, 2, now))
         .await
         .expect("list");
     let ids: Vec<_> = page.iter().map(|r| r.id.as_str()).collect();
@@ -457,11 +451,7 @@ pub async fn list_fills_pages_past_expired_records<S: TaskStore>(store: S) {
     let last = page.last().expect("page");
     let rest = store
         .list(
-            Some("alice"),
-            Era::Modern,
-            Some((last.created_at_ms, &last.id)),
-            2,
-            now,
+            ListQuery::new(Some("alice"), Era::Modern, 2, now).after(last.created_at_ms, &last.id),
         )
         .await
         .expect("list");

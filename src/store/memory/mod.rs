@@ -21,7 +21,7 @@ use std::sync::{Arc, OnceLock, PoisonError, RwLock};
 use self::compact::Done;
 use self::id::Id;
 use self::slot::Slot;
-use super::{BoxFuture, Era, Error, Result, TaskRecord, TaskStore};
+use super::{BoxFuture, Era, Error, ListQuery, Result, TaskRecord, TaskStore};
 
 const SHARDS: usize = 64;
 /// Expired records removed per write lock of a shard while reaping.
@@ -362,14 +362,14 @@ impl MemoryStore {
     /// A page of `owner`'s records of `era`, walked newest first from
     /// `after` a batch at a time until `limit` live ones are found: expired
     /// records not reaped yet are skipped, however many there are.
-    fn list_now(
-        &self,
-        owner: Option<&str>,
-        era: Era,
-        after: Option<(i64, &str)>,
-        limit: usize,
-        now_ms: i64,
-    ) -> Vec<Arc<TaskRecord>> {
+    fn list_now(&self, query: ListQuery<'_>) -> Vec<Arc<TaskRecord>> {
+        let ListQuery {
+            owner,
+            era,
+            after,
+            limit,
+            now_ms,
+        } = query;
         let key = (owner.map(str::to_owned), era);
         let mut upper = after.map(|(c, id)| (c, Id::new(id)));
         let mut out = Vec::with_capacity(limit.min(64));
@@ -456,17 +456,8 @@ impl TaskStore for MemoryStore {
         Box::pin(std::future::ready(Ok(self.runnable_now(now_ms, limit))))
     }
 
-    fn list<'a>(
-        &'a self,
-        owner: Option<&'a str>,
-        era: Era,
-        after: Option<(i64, &'a str)>,
-        limit: usize,
-        now_ms: i64,
-    ) -> BoxFuture<'a, Result<Vec<Arc<TaskRecord>>>> {
-        Box::pin(std::future::ready(Ok(
-            self.list_now(owner, era, after, limit, now_ms)
-        )))
+    fn list<'a>(&'a self, query: ListQuery<'a>) -> BoxFuture<'a, Result<Vec<Arc<TaskRecord>>>> {
+        Box::pin(std::future::ready(Ok(self.list_now(query))))
     }
 
     fn operator(&self) -> Option<&dyn super::OperatorStore> {

@@ -8,7 +8,7 @@ use super::*;
 use crate::json::JsonText;
 use crate::jsonrpc::JsonRpcError;
 use crate::protocol::TaskStatus;
-use crate::store::{conformance, Era, TaskOutcome};
+use crate::store::{conformance, Era, ListQuery, TaskOutcome};
 
 fn finished(id: &str, outcome: Option<TaskOutcome>) -> TaskRecord {
     let mut r = TaskRecord::new(id, Era::Modern, "tool", Value::Null, 1_000, Some(60_000))
@@ -111,7 +111,7 @@ async fn finished_records_are_compact_and_read_back_exactly() {
         let got = store.get(&id, 1_000).await.unwrap().unwrap();
         assert_eq!(*got, done);
         let listed = store
-            .list(done.owner.as_deref(), done.era, None, 10, 1_000)
+            .list(ListQuery::new(done.owner.as_deref(), done.era, 10, 1_000))
             .await
             .unwrap();
         assert!(listed.iter().any(|r| **r == done));
@@ -158,7 +158,7 @@ async fn reaping_expired_compact_records_cleans_every_index() {
     assert_eq!(gone.len(), 50);
     assert_eq!(store.len(), 50);
     let listed = store
-        .list(Some("alice"), Era::Modern, None, 1_000, 1_010)
+        .list(ListQuery::new(Some("alice"), Era::Modern, 1_000, 1_010))
         .await
         .unwrap();
     assert_eq!(listed.len(), 50);
@@ -198,7 +198,7 @@ async fn reaping_takes_every_expired_record_in_bounded_batches() {
     assert_eq!(store.len(), 1);
     assert_eq!(
         store
-            .list(None, Era::Modern, None, 10, 5)
+            .list(ListQuery::new(None, Era::Modern, 10, 5))
             .await
             .unwrap()
             .len(),

@@ -16,7 +16,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{RedisError, RedisResult};
 use tokio::sync::broadcast;
 
-use crate::store::{BoxFuture, Era, Error, Result, TaskChange, TaskRecord, TaskStore};
+use crate::store::{BoxFuture, Error, ListQuery, Result, TaskChange, TaskRecord, TaskStore};
 
 mod feed;
 mod fields;
@@ -292,26 +292,21 @@ impl RedisStore {
             .map_err(backend)
     }
 
-    async fn list_records(
-        &self,
-        owner: Option<&str>,
-        era: Era,
-        after: Option<(i64, &str)>,
-        limit: usize,
-        now_ms: i64,
-    ) -> Result<Vec<Arc<TaskRecord>>> {
-        if limit == 0 {
+    async fn list_records(&self, q: ListQuery<'_>) -> Result<Vec<Arc<TaskRecord>>> {
+        if q.limit == 0 {
             return Ok(Vec::new());
         }
         let k = &self.inner.keys;
-        let list = k.list(owner, era);
-        let before = after.map_or_else(|| "+".to_owned(), |(c, id)| format!("({}", member(c, id)));
+        let list = k.list(q.owner, q.era);
+        let before = q
+            .after
+            .map_or_else(|| "+".to_owned(), |(c, id)| format!("({}", member(c, id)));
         let rows: Vec<String> = self
             .read(|mut conn| {
                 let mut invocation = self.inner.scripts.list.key(&list);
                 invocation
-                    .arg(now_ms)
-                    .arg(limit)
+                    .arg(q.now_ms)
+                    .arg(q.limit)
                     .arg(&before)
                     .arg(&k.task_head);
                 async move { invocation.invoke_async(&mut conn).await }
@@ -419,15 +414,8 @@ impl TaskStore for RedisStore {
         Box::pin(self.reap(now_ms, limit))
     }
 
-    fn list<'a>(
-        &'a self,
-        owner: Option<&'a str>,
-        era: Era,
-        after: Option<(i64, &'a str)>,
-        limit: usize,
-        now_ms: i64,
-    ) -> BoxFuture<'a, Result<Vec<Arc<TaskRecord>>>> {
-        Box::pin(self.list_records(owner, era, after, limit, now_ms))
+    fn list<'a>(&'a self, query: ListQuery<'a>) -> BoxFuture<'a, Result<Vec<Arc<TaskRecord>>>> {
+        Box::pin(self.list_records(query))
     }
 
     fn orphans(&self, now_ms: i64, limit: usize) -> BoxFuture<'_, Result<Vec<Arc<TaskRecord>>>> {

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use tracing::warn;
 
-use super::{BoxFuture, Era, Result, TaskChange, TaskRecord, TaskStore};
+use super::{BoxFuture, ListQuery, Result, TaskChange, TaskRecord, TaskStore};
 
 pub use keyring::{SealKeyError, SealKeyRing, SEAL_KEY_BYTES};
 
@@ -127,16 +127,9 @@ impl<S: TaskStore> TaskStore for SealedStore<S> {
         self.inner.delete_expired(now_ms, limit)
     }
 
-    fn list<'a>(
-        &'a self,
-        owner: Option<&'a str>,
-        era: Era,
-        after: Option<(i64, &'a str)>,
-        limit: usize,
-        now_ms: i64,
-    ) -> BoxFuture<'a, Result<Vec<Arc<TaskRecord>>>> {
+    fn list<'a>(&'a self, query: ListQuery<'a>) -> BoxFuture<'a, Result<Vec<Arc<TaskRecord>>>> {
         Box::pin(async move {
-            let page = self.inner.list(owner, era, after, limit, now_ms).await?;
+            let page = self.inner.list(query).await?;
             Ok(self.open_all(page))
         })
     }

@@ -13,7 +13,8 @@ use super::row::{backend, decode, era_name, records, to_i64, Columns};
 use super::statements::Statements;
 use crate::clock::unix_now_ms;
 use crate::store::operator::{TaskQuery, TaskStats, WaitingTask};
-use crate::store::{Era, Error, Result, TaskRecord};
+use crate::store::ListQuery;
+use crate::store::{Error, Result, TaskRecord};
 
 /// The store primitives over one engine's pools.
 #[derive(Debug)]
@@ -260,28 +261,22 @@ where
             .map_err(backend)
     }
 
-    pub(crate) async fn list(
-        &self,
-        owner: Option<&str>,
-        era: Era,
-        after: Option<(i64, &str)>,
-        limit: usize,
-        now_ms: i64,
-    ) -> Result<Vec<Arc<TaskRecord>>> {
-        if limit == 0 {
+    pub(crate) async fn list(&self, q: ListQuery<'_>) -> Result<Vec<Arc<TaskRecord>>> {
+        if q.limit == 0 {
             return Ok(Vec::new());
         }
-        let statement = &self.sql.list[usize::from(owner.is_some())][usize::from(after.is_some())];
-        let mut query = sqlx::query(sql(statement)).bind(now_ms);
-        if let Some(owner) = owner {
+        let statement =
+            &self.sql.list[usize::from(q.owner.is_some())][usize::from(q.after.is_some())];
+        let mut query = sqlx::query(sql(statement)).bind(q.now_ms);
+        if let Some(owner) = q.owner {
             query = query.bind(owner);
         }
-        query = query.bind(era_name(era));
-        if let Some((created, id)) = after {
+        query = query.bind(era_name(q.era));
+        if let Some((created, id)) = q.after {
             query = query.bind(created).bind(id);
         }
         let rows = query
-            .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+            .bind(i64::try_from(q.limit).unwrap_or(i64::MAX))
             .fetch_all(&self.reads)
             .await
             .map_err(backend)?;

@@ -63,16 +63,12 @@ macro_rules! sql_task_store {
 
             fn list<'a>(
                 &'a self,
-                owner: Option<&'a str>,
-                era: $crate::store::Era,
-                after: Option<(i64, &'a str)>,
-                limit: usize,
-                now_ms: i64,
+                query: $crate::store::ListQuery<'a>,
             ) -> $crate::store::BoxFuture<
                 'a,
                 $crate::store::Result<Vec<std::sync::Arc<$crate::store::TaskRecord>>>,
             > {
-                Box::pin(self.core.list(owner, era, after, limit, now_ms))
+                Box::pin(self.core.list(query))
             }
 
             fn orphans(
