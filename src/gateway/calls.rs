@@ -12,7 +12,7 @@ use tokio::sync::mpsc;
 
 use super::call::UpstreamCall;
 use super::events::{call_of_token, CallEvent, Registry};
-use super::notices::{Notices, TOOLS_CHANGED};
+use super::notices::{Notices, LOG_MESSAGE, TOOLS_CHANGED};
 use crate::jsonrpc::JsonRpcError;
 use crate::runtime::TaskHandle;
 use crate::upstream::link::{Inbound, InboundSink, Link};
@@ -318,9 +318,16 @@ impl InboundSink for Calls {
                         // Progress is advisory: dropped when the call lags.
                         let _ = r.events.try_send(CallEvent::Progress(params));
                     }
-                } else if method == "notifications/message" {
-                    if let Ok(events) = self.asker(link.serial, related) {
-                        let _ = events.try_send(CallEvent::Note { method, params });
+                } else if method == LOG_MESSAGE {
+                    match self.asker(link.serial, related) {
+                        Ok(events) => {
+                            let _ = events.try_send(CallEvent::Note { method, params });
+                        }
+                        // Of no call (or of one the gateway cannot tell):
+                        // the session's, for the clients that hear those.
+                        Err(_) => {
+                            self.notices.publish(&method, params);
+                        }
                     }
                 } else if !self.notices.publish(&method, params) {
                     tracing::debug!(%method, "an upstream notification no client can listen to; not forwarded");

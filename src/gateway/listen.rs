@@ -136,6 +136,7 @@ impl Listeners {
             prompts: flag("promptsListChanged") && caps.get("prompts").is_some(),
             resources: flag("resourcesListChanged") && caps.get("resources").is_some(),
             uris: HashSet::new(),
+            logs: false,
         };
         let can_subscribe = caps
             .pointer("/resources/subscribe")

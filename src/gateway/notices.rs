@@ -1,7 +1,9 @@
 //! The upstream's notifications that belong to no call (a list changed, a
-//! subscribed resource changed), fanned out to the clients that asked for
-//! them: each 2026-07-28 `subscriptions/listen` stream, and the one client
-//! of a stdio gateway in the 2025-11-25 era.
+//! subscribed resource changed, a log message), fanned out to the clients
+//! that asked for them: each 2026-07-28 `subscriptions/listen` stream, and
+//! the one client of a stdio gateway in the 2025-11-25 era (the only one
+//! that hears log messages: the 2026-07-28 wire sends them on the stream of
+//! the request they belong to, and on no listen stream).
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -21,6 +23,8 @@ pub(crate) const PROMPTS_CHANGED: &str = "notifications/prompts/list_changed";
 pub(crate) const RESOURCES_CHANGED: &str = "notifications/resources/list_changed";
 /// `notifications/resources/updated`.
 pub(crate) const RESOURCE_UPDATED: &str = "notifications/resources/updated";
+/// `notifications/message`: a log message.
+pub(crate) const LOG_MESSAGE: &str = "notifications/message";
 
 /// One notification of the upstream's.
 #[derive(Debug)]
@@ -54,6 +58,7 @@ impl Notices {
             PROMPTS_CHANGED => PROMPTS_CHANGED,
             RESOURCES_CHANGED => RESOURCES_CHANGED,
             RESOURCE_UPDATED => RESOURCE_UPDATED,
+            LOG_MESSAGE => LOG_MESSAGE,
             _ => return false,
         };
         let uri = (method == RESOURCE_UPDATED)
@@ -84,16 +89,20 @@ pub(crate) struct Filter {
     pub(crate) prompts: bool,
     pub(crate) resources: bool,
     pub(crate) uris: HashSet<String>,
+    /// Log messages that belong to no call (never replayed to a listener
+    /// that missed some).
+    pub(crate) logs: bool,
 }
 
 impl Filter {
-    /// Every list change, and the resources in `uris`.
+    /// Every list change and log message, and the resources in `uris`.
     pub(crate) fn everything(uris: HashSet<String>) -> Self {
         Filter {
             tools: true,
             prompts: true,
             resources: true,
             uris,
+            logs: true,
         }
     }
 
@@ -103,6 +112,7 @@ impl Filter {
             TOOLS_CHANGED => self.tools,
             PROMPTS_CHANGED => self.prompts,
             RESOURCES_CHANGED => self.resources,
+            LOG_MESSAGE => self.logs,
             _ => notice.uri.as_ref().is_some_and(|u| self.uris.contains(u)),
         }
     }
@@ -162,7 +172,8 @@ mod tests {
         assert!(notices.publish(RESOURCE_UPDATED, json!({ "uri": "file:///a" })));
         assert!(notices.publish(RESOURCE_UPDATED, json!({ "uri": "file:///b" })));
         assert!(!notices.publish(RESOURCE_UPDATED, json!({})), "no uri");
-        assert!(!notices.publish("notifications/message", json!({})));
+        assert!(notices.publish(LOG_MESSAGE, json!({ "level": "info", "data": "x" })));
+        assert!(!notices.publish("notifications/other", json!({})));
         let filter = Filter {
             tools: false,
             uris: ["file:///b".to_owned()].into(),

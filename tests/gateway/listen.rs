@@ -165,7 +165,7 @@ async fn over_http_a_listen_stream_hears_what_it_asked_for() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_2025_stdio_client_hears_list_changes_and_its_resources() {
+async fn a_2025_stdio_client_hears_list_changes_its_resources_and_logs() {
     let (_dir, file) = events_file();
     let Some(up) = crate::harness::python(&file) else {
         return;
@@ -235,10 +235,18 @@ async fn a_2025_stdio_client_hears_list_changes_and_its_resources() {
     let (method, _) = stdio.next().await;
     assert_eq!(method, "notifications/prompts/list_changed");
 
-    // Its roots changed: the upstream hears it.
+    // Its roots changed: the upstream hears it, and logs a message that
+    // belongs to no call, which the client hears.
     gw.notify("notifications/roots/list_changed", json!({}))
         .await;
     event(&file, "roots changed").await;
+    let (method, params) = stdio.next().await;
+    assert_eq!(method, "notifications/message");
+    assert_eq!(
+        params,
+        json!({ "level": "info", "data": "roots changed", "logger": "upstream" })
+    );
+    assert!(http.heard.try_recv().is_err(), "nothing for an HTTP client");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

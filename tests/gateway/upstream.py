@@ -24,7 +24,8 @@ UPSTREAM_EVENTS=FILE makes the tools append one line per event to FILE:
 `started <tool>` when a tool starts, `finished <tool>` when it returns,
 `cancelled <label>` when `slow_compute` (its label) or `long` (`long`) is
 cancelled by `notifications/cancelled`, `announced <kind>`, `subscribed <uri>`,
-`unsubscribed <uri>` and `roots changed`.
+`unsubscribed <uri>` and `roots changed` (the upstream then also sends a log
+message, outside any call).
 """
 
 from __future__ import annotations
@@ -308,6 +309,8 @@ if MCP_MAJOR >= 2:
 
     async def on_roots_changed(ctx: Any, params: Any) -> None:
         event("roots changed")
+        # A log message that belongs to no call.
+        await ctx.session.send_log_message(level="info", data="roots changed", logger="upstream")
 
     from mcp.types import NotificationParams
 
