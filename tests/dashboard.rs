@@ -20,7 +20,8 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
 use mcp_task_layer::dashboard::{Access, Dashboard};
-use mcp_task_layer::{Operator, TaskLayer, TaskStatus};
+use mcp_task_layer::store::{Era, MemoryStore, TaskRecord};
+use mcp_task_layer::{Operator, TaskLayer, TaskStatus, TaskStore};
 use serde_json::{json, Value};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -175,6 +176,38 @@ async fn nobody_gets_in_without_a_token() {
     assert_eq!(stats.status, StatusCode::OK);
     let stats: Value = serde_json::from_str(&stats.body).unwrap();
     assert!(stats["by_status"].is_object(), "{stats}");
+}
+
+/// A task counts in the minute it ended, however long before it started:
+/// the chart reads the store's index of ended tasks (before, it counted
+/// only tasks created in the last hour, and this one not at all).
+#[tokio::test]
+async fn the_chart_counts_a_task_in_the_minute_it_ended_however_old() {
+    let store = MemoryStore::new();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    for (id, status) in [("c", TaskStatus::Completed), ("f", TaskStatus::Failed)] {
+        // Created two hours ago, ended a few seconds ago.
+        let mut r = TaskRecord::new(id, Era::Modern, "long", json!({}), now - 7_200_000, None);
+        r.status = status;
+        r.updated_at_ms = now - 5_000;
+        r.arguments = None;
+        store.create(r).await.unwrap();
+    }
+    let addr = serve(Operator::new(store), access()).await;
+    let auth = format!("Bearer {READ_ONLY}");
+    let overview = get(addr, "/ops", &[("authorization", &auth)]).await;
+    assert_eq!(overview.status, StatusCode::OK);
+    assert!(
+        overview
+            .body
+            .contains(r#"<span class="k-completed">1 completed</span>, <span class="k-failed">1 failed</span>"#),
+        "{}",
+        overview.body
+    );
+    assert!(!overview.body.contains("tasks created in the last hour"));
 }
 
 #[tokio::test]

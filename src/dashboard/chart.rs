@@ -1,19 +1,17 @@
 //! Throughput and failures over the last hour, as an inline SVG bar chart.
 //!
-//! No store keeps a history of finished tasks, so the chart is read from
-//! one bounded page of the operator API: the newest [`MAX_PAGE`] tasks
-//! that ended (`completed`, `failed`, `cancelled`) among those created in
-//! the last hour, each counted in the minute of its last write (when it
-//! ended). A task created more than an hour ago is not counted, nor one
-//! purged or expired; when the page is full the chart says the figures
-//! are a lower bound. One indexed page per refresh, whatever the store's
-//! size.
+//! Read from the store's index of ended tasks by the time they ended
+//! ([`Operator::ended`]): every task that ended in the hour, however long
+//! ago it was created, each in its minute; not one purged or expired. A
+//! store without that index is read from one bounded page of the operator
+//! API instead: the newest [`MAX_PAGE`] tasks that ended among those
+//! created in the last hour (a lower bound, which the chart then says).
 
 use std::fmt::Write as _;
 
 use crate::protocol::TaskStatus;
 use crate::runtime::Operator;
-use crate::store::{self, TaskQuery, MAX_PAGE};
+use crate::store::{self, EndedQuery, TaskQuery, MAX_PAGE};
 
 /// Minutes in the chart.
 const MINUTES: usize = 60;
@@ -26,11 +24,26 @@ pub(crate) struct Throughput {
     pub(crate) minutes: Vec<[u64; 3]>,
     /// Whether the page was full (more tasks may have ended).
     pub(crate) truncated: bool,
+    /// Whether only the tasks created in the hour were counted (a store
+    /// without an index of ended tasks).
+    pub(crate) by_creation: bool,
 }
 
 impl Throughput {
     /// Read the last hour before `now_ms`.
     pub(crate) async fn read(operator: &Operator, now_ms: i64) -> store::Result<Self> {
+        let hour = EndedQuery::last(MINUTES as i64 * MINUTE_MS, MINUTE_MS, now_ms);
+        match operator.ended(hour).await {
+            Ok(counts) => {
+                return Ok(Throughput {
+                    minutes: counts.spans,
+                    truncated: false,
+                    by_creation: false,
+                })
+            }
+            Err(store::Error::Unsupported(_)) => {}
+            Err(e) => return Err(e),
+        }
         let query = TaskQuery::new()
             .status(TaskStatus::Completed)
             .status(TaskStatus::Failed)
@@ -57,6 +70,7 @@ impl Throughput {
         Ok(Throughput {
             minutes,
             truncated: page.next.is_some(),
+            by_creation: true,
         })
     }
 
@@ -82,6 +96,11 @@ impl Throughput {
         let top = peak.max(1);
         let [done, failed, cancelled] = self.totals();
         let at_least = if self.truncated { "at least " } else { "" };
+        let scope = if self.by_creation {
+            "tasks created in the last hour; "
+        } else {
+            ""
+        };
         let mut out = String::new();
         let _ = write!(
             out,
@@ -112,7 +131,7 @@ impl Throughput {
         }
         let _ = write!(
             out,
-            r#"</svg><figcaption>Last hour, per minute: {at_least}<span class="k-completed">{done} completed</span>, <span class="k-failed">{failed} failed</span>, <span class="k-cancelled">{cancelled} cancelled</span> (tasks created in the last hour; peak {peak}/min)</figcaption></figure>"#
+            r#"</svg><figcaption>Last hour, per minute: {at_least}<span class="k-completed">{done} completed</span>, <span class="k-failed">{failed} failed</span>, <span class="k-cancelled">{cancelled} cancelled</span> ({scope}peak {peak}/min)</figcaption></figure>"#
         );
         out
     }
@@ -130,10 +149,12 @@ mod tests {
         let t = Throughput {
             minutes,
             truncated: true,
+            by_creation: true,
         };
         assert_eq!(t.totals(), [3, 1, 2]);
         let svg = t.svg();
         assert_eq!(svg.matches("<rect").count(), 3);
         assert!(svg.contains(r#"at least <span class="k-completed">3 completed</span>"#));
+        assert!(svg.contains("tasks created in the last hour"));
     }
 }

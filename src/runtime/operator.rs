@@ -136,6 +136,13 @@ impl Operator {
         self.ops()?.stats(self.now_ms()).await
     }
 
+    /// How many tasks ended in each span of `query` (see
+    /// [`EndedQuery::last`](crate::store::EndedQuery::last) for the last
+    /// hour by minute), by how they ended.
+    pub async fn ended(&self, query: store::EndedQuery) -> store::Result<store::EndedCounts> {
+        self.ops()?.ended(query).await
+    }
+
     /// The status changes this operator's engine writes: a layer's
     /// (every write of its services, as
     /// [`TaskLayer::subscribe`](crate::TaskLayer::subscribe)) and this

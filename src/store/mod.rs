@@ -71,6 +71,7 @@ use crate::protocol::{InputRequest, InputResponses, TaskStatus};
 
 pub mod conformance;
 mod connect;
+mod ended;
 mod history;
 mod listing;
 mod memory;
@@ -90,6 +91,7 @@ mod url;
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub use self::redis::{InvalidPrefix, RedisOptions, RedisStore, DEFAULT_PREFIX};
 pub use connect::connect;
+pub use ended::{EndedCounts, EndedQuery, MAX_SPANS};
 pub use history::{StatusChange, MAX_HISTORY};
 pub use listing::ListQuery;
 pub use memory::MemoryStore;

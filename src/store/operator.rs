@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::{BoxFuture, Result, TaskRecord};
+use super::{BoxFuture, EndedCounts, EndedQuery, Result, TaskRecord};
 use crate::protocol::TaskStatus;
 
 /// The most tasks one page holds.
@@ -496,6 +496,18 @@ pub trait OperatorStore: Send + Sync {
     /// still change); how many it deleted. The caller repeats it until
     /// fewer come back.
     fn purge<'a>(&'a self, query: &'a TaskQuery, now_ms: i64) -> BoxFuture<'a, Result<u64>>;
+
+    /// How many tasks ended in each span of `query`, by how they ended;
+    /// optional ([`Error::Unsupported`](super::Error::Unsupported) by
+    /// default). A store answers from an index of ended tasks by the time
+    /// they ended, at a cost that grows with the tasks that ended in the
+    /// spans, not with the store (the memory store reads every task).
+    fn ended(&self, query: EndedQuery) -> BoxFuture<'_, Result<EndedCounts>> {
+        let _ = query;
+        Box::pin(std::future::ready(Err(super::Error::Unsupported(
+            "counting ended tasks",
+        ))))
+    }
 
     /// Whether [`TaskQuery::search`] can match this store's tasks: `false`
     /// for a store that seals arguments at rest (`SealedStore`), whose

@@ -25,10 +25,12 @@ use super::{Era, Error, ListQuery, TaskOutcome, TaskRecord, TaskStore};
 use crate::json::JsonText;
 use crate::protocol::TaskStatus;
 
+mod ended;
 mod operator;
 mod runnable;
 mod search;
 
+pub use ended::operator_counts_ended_tasks_by_when_they_ended;
 pub use operator::{
     operator_counts_tasks_and_waits, operator_lists_every_task_with_filters,
     operator_pages_by_cursor, operator_pages_stay_stable_under_concurrent_writes,
@@ -70,6 +72,7 @@ where
     operator_counts_tasks_and_waits(make().await).await;
     operator_purges_only_finished_tasks(make().await).await;
     operator_search_matches_exact_text(make().await).await;
+    operator_counts_ended_tasks_by_when_they_ended(make().await).await;
 }
 
 /// A created record reads back equal (its recovery policy and status

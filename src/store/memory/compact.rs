@@ -15,7 +15,7 @@ use crate::store::{Era, StatusChange, TaskOutcome, TaskRecord};
 #[derive(Clone, Debug)]
 pub(super) struct Done {
     pub(super) created_at_ms: i64,
-    updated_at_ms: i64,
+    pub(super) updated_at_ms: i64,
     pub(super) ttl_ms: Option<u64>,
     poll_interval_ms: Option<u64>,
     pub(super) version: u64,

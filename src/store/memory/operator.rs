@@ -14,7 +14,7 @@ use super::id::Id;
 use super::slot::Slot;
 use super::{read, write, Gone, MemoryStore, Shard, LIST_SLACK};
 use crate::store::operator::{OperatorStore, TaskQuery, TaskStats};
-use crate::store::{BoxFuture, Result, TaskRecord};
+use crate::store::{BoxFuture, EndedCounts, EndedQuery, Result, TaskRecord};
 
 impl MemoryStore {
     /// The next at most `want` `(created_at_ms, id)` positions below
@@ -114,6 +114,24 @@ impl MemoryStore {
         stats
     }
 
+    /// Every ended task's status and end, tallied.
+    fn ended_now(&self, query: EndedQuery) -> EndedCounts {
+        let mut counts = query.counts();
+        for lock in self.inner.shards.iter() {
+            let shard = read(lock);
+            for slot in shard.tasks.values() {
+                if slot.is_expired(query.now_ms) {
+                    continue;
+                }
+                match slot {
+                    Slot::Full(r) => counts.add(r.status, r.updated_at_ms),
+                    Slot::Done(d) => counts.add(d.status, d.updated_at_ms),
+                }
+            }
+        }
+        counts
+    }
+
     /// Delete what `query` (terminal statuses only) matches, one page.
     fn purge_now(&self, query: &TaskQuery, now_ms: i64) -> u64 {
         let Some(query) = query.terminal_only() else {
@@ -151,5 +169,10 @@ impl OperatorStore for MemoryStore {
 
     fn purge<'a>(&'a self, query: &'a TaskQuery, now_ms: i64) -> BoxFuture<'a, Result<u64>> {
         Box::pin(std::future::ready(Ok(self.purge_now(query, now_ms))))
+    }
+
+    /// Reads every record, as `stats` does.
+    fn ended(&self, query: EndedQuery) -> BoxFuture<'_, Result<EndedCounts>> {
+        Box::pin(std::future::ready(Ok(self.ended_now(query))))
     }
 }

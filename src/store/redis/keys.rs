@@ -19,6 +19,8 @@ pub(super) struct Keys {
     /// `<prefix>:ops:st:` — with a status appended, the ZSET of the list
     /// members of the tasks in that status.
     pub(super) status_head: String,
+    /// ZSET of ended task ids by the time they ended (`updated_at_ms`).
+    pub(super) ended: String,
 }
 
 impl Keys {
@@ -31,6 +33,7 @@ impl Keys {
             channel: format!("{prefix}:changes"),
             all: format!("{prefix}:ops:all"),
             status_head: format!("{prefix}:ops:st:"),
+            ended: format!("{prefix}:ops:ended"),
         }
     }
 

@@ -12,7 +12,7 @@ use crate::protocol::TaskStatus;
 use crate::store::operator::{
     queued_since_ms, OperatorStore, TaskQuery, TaskStats, WaitingTask, LONGEST_WAITING,
 };
-use crate::store::{BoxFuture, Error, Lease, Result, TaskRecord};
+use crate::store::{BoxFuture, EndedCounts, EndedQuery, Error, Lease, Result, TaskRecord};
 
 /// Members read per `list` call beyond what a page still lacks.
 const SLACK: usize = 16;
@@ -166,6 +166,31 @@ impl RedisStore {
         Ok(stats)
     }
 
+    async fn ended_records(&self, query: EndedQuery) -> Result<EndedCounts> {
+        let k = &self.inner.keys;
+        let rows: Vec<String> = self
+            .read(|mut conn| {
+                let mut invocation = self.inner.scripts.ended.key(&k.ended);
+                invocation
+                    .arg(query.since_ms)
+                    .arg(query.now_ms)
+                    .arg(&k.task_head);
+                async move { invocation.invoke_async(&mut conn).await }
+            })
+            .await?;
+        let mut counts = query.counts();
+        for pair in rows.chunks_exact(2) {
+            let (Some(status), Ok(at)) = (TaskStatus::from_wire(&pair[0]), pair[1].parse::<f64>())
+            else {
+                continue;
+            };
+            // Scores are whole milliseconds, exact in a double.
+            #[allow(clippy::cast_possible_truncation)]
+            counts.add(status, at as i64);
+        }
+        Ok(counts)
+    }
+
     async fn purge_records(&self, query: &TaskQuery, now_ms: i64) -> Result<u64> {
         let Some(query) = query.terminal_only() else {
             return Ok(0);
@@ -179,6 +204,7 @@ impl RedisStore {
         invocation
             .key(&k.leases)
             .key(&k.all)
+            .key(&k.ended)
             .arg(&k.task_head)
             .arg(&k.status_head);
         for record in &found {
@@ -209,5 +235,12 @@ impl OperatorStore for RedisStore {
 
     fn purge<'a>(&'a self, query: &'a TaskQuery, now_ms: i64) -> BoxFuture<'a, Result<u64>> {
         Box::pin(self.purge_records(query, now_ms))
+    }
+
+    /// Reads `<prefix>:ops:ended` over the spans: the tasks that ended in
+    /// them, not the store. Tasks that ended before this version wrote
+    /// the index are not in it.
+    fn ended(&self, query: EndedQuery) -> BoxFuture<'_, Result<EndedCounts>> {
+        Box::pin(self.ended_records(query))
     }
 }

@@ -9,11 +9,13 @@
 //! (`updated_at_ms`), `hold` (the lease holder of a `working` task, or
 //! empty), and `lk`/`lm`, its list index and member there. The
 //! same member is in `<prefix>:ops:all` and in `<prefix>:ops:st:<status>`,
-//! the operator's indexes.
+//! the operator's indexes; an ended task's id is in `<prefix>:ops:ended`
+//! by the time it ended.
 
 use redis::Script;
 
-/// The write scripts' arguments. KEYS: task, expiry, leases, list, all.
+/// The write scripts' arguments. KEYS: task, expiry, leases, list, all,
+/// ended.
 /// ARGV: id, expected version (empty for `create`), version, record, exp,
 /// lease, status, updated, list member, key TTL in ms (or empty), channel,
 /// the status index head, the lease holder (or empty).
@@ -30,6 +32,9 @@ if ARGV[6] ~= '' then redis.call('ZADD', KEYS[3], ARGV[6], ARGV[1]) end
 redis.call('ZADD', KEYS[4], 0, ARGV[9])
 redis.call('ZADD', KEYS[5], 0, ARGV[9])
 redis.call('ZADD', ARGV[12] .. ARGV[7], 0, ARGV[9])
+if ARGV[7] == 'completed' or ARGV[7] == 'failed' or ARGV[7] == 'cancelled' then
+    redis.call('ZADD', KEYS[6], ARGV[8], ARGV[1])
+end
 if ARGV[10] ~= '' then redis.call('PEXPIRE', KEYS[1], ARGV[10]) end
 if ARGV[6] ~= '' and tonumber(ARGV[6]) < tonumber(ARGV[8]) then
     redis.call('PUBLISH', ARGV[11], ARGV[3] .. ' ' .. ARGV[7] .. ' ' .. ARGV[1])
@@ -56,6 +61,9 @@ end
 if old[2] ~= ARGV[7] and old[6] then redis.call('ZREM', ARGV[12] .. old[2], old[6]) end
 redis.call('ZADD', KEYS[5], 0, ARGV[9])
 redis.call('ZADD', ARGV[12] .. ARGV[7], 0, ARGV[9])
+if ARGV[7] == 'completed' or ARGV[7] == 'failed' or ARGV[7] == 'cancelled' then
+    redis.call('ZADD', KEYS[6], ARGV[8], ARGV[1])
+end
 if ARGV[5] ~= '' then redis.call('ZADD', KEYS[2], ARGV[5], ARGV[1])
 else redis.call('ZREM', KEYS[2], ARGV[1]) end
 if ARGV[6] ~= '' then redis.call('ZADD', KEYS[3], ARGV[6], ARGV[1])
@@ -69,8 +77,8 @@ return 2
 ";
 
 /// Delete task `id` (its key is `head .. id .. '}'`) and its index
-/// entries. KEYS: expiry, leases, all; `sh`: the status index head. The
-/// shared body of `REAP` and `PURGE`.
+/// entries. KEYS: expiry, leases, all, ended; `sh`: the status index head.
+/// The shared body of `REAP` and `PURGE`.
 const DELETE: &str = r"
 local function delete(head, id, sh)
     local key = head .. id .. '}'
@@ -83,11 +91,12 @@ local function delete(head, id, sh)
     redis.call('DEL', key)
     redis.call('ZREM', KEYS[1], id)
     redis.call('ZREM', KEYS[2], id)
+    redis.call('ZREM', KEYS[4], id)
     return index
 end
 ";
 
-/// `delete_expired`. KEYS: expiry, leases, all. ARGV: now, limit, the task
+/// `delete_expired`. KEYS: expiry, leases, all, ended. ARGV: now, limit, the task
 /// key head, the status index head. The ids deleted: the whole batch is one
 /// script, so replicas reaping at once take disjoint batches.
 const REAP: &str = r"
@@ -96,7 +105,7 @@ for _, id in ipairs(ids) do delete(ARGV[3], id, ARGV[4]) end
 return ids
 ";
 
-/// An operator's purge. KEYS: expiry, leases, all. ARGV: the task key
+/// An operator's purge. KEYS: expiry, leases, all, ended. ARGV: the task key
 /// head, the status index head, then the ids. Deletes those still stored
 /// and terminal; how many.
 const PURGE: &str = r"
@@ -212,6 +221,22 @@ end
 return out
 ";
 
+/// An operator's count of ended tasks. KEYS: ended. ARGV: since
+/// (inclusive), now (exclusive), the task key head. Status and end of each
+/// live task that ended between them, flat.
+const ENDED: &str = r"
+local now, out = tonumber(ARGV[2]), {}
+local ids = redis.call('ZRANGEBYSCORE', KEYS[1], ARGV[1], '(' .. ARGV[2], 'WITHSCORES')
+for i = 1, #ids, 2 do
+    local r = redis.call('HMGET', ARGV[3] .. ids[i] .. '}', 'st', 'exp')
+    if r[1] and (r[2] == '' or tonumber(r[2]) > now) then
+        out[#out + 1] = r[1]
+        out[#out + 1] = ids[i + 1]
+    end
+end
+return out
+";
+
 /// The scripts, hashed once per store.
 #[derive(Debug)]
 pub(super) struct Scripts {
@@ -223,6 +248,7 @@ pub(super) struct Scripts {
     pub(super) purge: Script,
     pub(super) stats: Script,
     pub(super) fleet: Script,
+    pub(super) ended: Script,
 }
 
 impl Scripts {
@@ -236,11 +262,12 @@ impl Scripts {
             purge: Script::new(&format!("{DELETE}{PURGE}")),
             stats: Script::new(STATS),
             fleet: Script::new(FLEET),
+            ended: Script::new(ENDED),
         }
     }
 
     /// All of them, to load at connect.
-    pub(super) fn all(&self) -> [&Script; 8] {
+    pub(super) fn all(&self) -> [&Script; 9] {
         [
             &self.create,
             &self.replace,
@@ -250,6 +277,7 @@ impl Scripts {
             &self.purge,
             &self.stats,
             &self.fleet,
+            &self.ended,
         ]
     }
 }

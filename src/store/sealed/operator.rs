@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use super::SealedStore;
 use crate::store::operator::{OperatorStore, TaskQuery, TaskStats};
-use crate::store::{BoxFuture, Error, Result, TaskRecord, TaskStore};
+use crate::store::{BoxFuture, EndedCounts, EndedQuery, Error, Result, TaskRecord, TaskStore};
 
 impl<S: TaskStore> SealedStore<S> {
     fn inner_operator(&self) -> Result<&dyn OperatorStore> {
@@ -35,6 +35,10 @@ impl<S: TaskStore> OperatorStore for SealedStore<S> {
 
     fn purge<'a>(&'a self, query: &'a TaskQuery, now_ms: i64) -> BoxFuture<'a, Result<u64>> {
         Box::pin(async move { self.inner_operator()?.purge(query, now_ms).await })
+    }
+
+    fn ended(&self, query: EndedQuery) -> BoxFuture<'_, Result<EndedCounts>> {
+        Box::pin(async move { self.inner_operator()?.ended(query).await })
     }
 
     fn searches_arguments(&self) -> bool {

@@ -12,8 +12,9 @@ use super::operator::{self, Arg, Sql, StatsSql};
 use super::row::{backend, decode, era_name, records, to_i64, Columns};
 use super::statements::Statements;
 use crate::clock::unix_now_ms;
+use crate::protocol::TaskStatus;
 use crate::store::operator::{TaskQuery, TaskStats, WaitingTask};
-use crate::store::ListQuery;
+use crate::store::{EndedCounts, EndedQuery, ListQuery};
 use crate::store::{Error, Result, TaskRecord};
 
 /// The store primitives over one engine's pools.
@@ -346,6 +347,28 @@ where
             .into_iter()
             .map(|(key, n)| (key, u64::try_from(n).unwrap_or(0)))
             .collect())
+    }
+
+    pub(crate) async fn ended(&self, query: EndedQuery) -> Result<EndedCounts> {
+        let rows: Vec<(String, i64, i64)> =
+            sqlx::query_as(AssertSqlSafe(self.stats.ended.as_str()))
+                .bind(query.now_ms)
+                .bind(query.since_ms)
+                .bind(query.bucket_ms.max(1))
+                .fetch_all(&self.reads)
+                .await
+                .map_err(backend)?;
+        let mut counts = query.counts();
+        for (status, span, n) in rows {
+            let Some(status) = TaskStatus::from_wire(&status) else {
+                continue;
+            };
+            let at = query
+                .since_ms
+                .saturating_add(span.saturating_mul(query.bucket_ms.max(1)));
+            counts.add_n(status, at, u64::try_from(n).unwrap_or(0));
+        }
+        Ok(counts)
     }
 
     pub(crate) async fn stats(&self, now_ms: i64) -> Result<TaskStats> {

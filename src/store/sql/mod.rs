@@ -133,6 +133,14 @@ macro_rules! sql_task_store {
             ) -> $crate::store::BoxFuture<'a, $crate::store::Result<u64>> {
                 Box::pin(self.core.purge(query, now_ms))
             }
+
+            fn ended(
+                &self,
+                query: $crate::store::EndedQuery,
+            ) -> $crate::store::BoxFuture<'_, $crate::store::Result<$crate::store::EndedCounts>>
+            {
+                Box::pin(self.core.ended(query))
+            }
         }
     };
 }

@@ -130,6 +130,9 @@ pub(super) struct StatsSql {
     /// `(id, updated_at_ms)` of the `input_required` rows waiting longest,
     /// longest first, at most [`LONGEST_WAITING`].
     pub(super) oldest_input: String,
+    /// `(status, span, count)` of the live rows that ended at or after
+    /// `$2`, before `$1`, in spans of `$3` ms from `$2`.
+    pub(super) ended: String,
 }
 
 impl StatsSql {
@@ -151,6 +154,12 @@ impl StatsSql {
             queued: format!("SELECT count(*) {queued}"),
             oldest_queued: format!(
                 "SELECT id, lease_until_ms {queued} ORDER BY lease_until_ms, id LIMIT 1"
+            ),
+            ended: format!(
+                "SELECT status, (updated_at_ms - $2) / $3, count(*) FROM {t} \
+                 WHERE status IN ('completed', 'failed', 'cancelled') \
+                 AND updated_at_ms >= $2 AND updated_at_ms < $1 AND {live} \
+                 GROUP BY 1, 2"
             ),
             oldest_input: format!(
                 "SELECT id, updated_at_ms FROM {t} WHERE status = 'input_required' \

@@ -165,6 +165,12 @@ impl Engine for Postgres {
                  ON {t} USING gin (arguments %I.gin_trgm_ops)', s); \
                  END IF; END $do$",
             ],
+            &[
+                // 8: the ended tasks by the time they ended (their last
+                // write): what counts them minute by minute reads.
+                "CREATE INDEX IF NOT EXISTS \"{n}_ended_idx\" ON {t} (updated_at_ms) \
+                 WHERE status IN ('completed', 'failed', 'cancelled')",
+            ],
         ],
         migrations_table: "CREATE TABLE IF NOT EXISTS {m} (
             version bigint PRIMARY KEY,
