@@ -9,6 +9,7 @@
 //! stream of its own.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
@@ -26,6 +27,10 @@ const MAX_URIS: usize = 1024;
 /// `_meta` key tying a notification to its `subscriptions/listen` request.
 const META_SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 
+/// How long the keeper waits before asking again for an upstream that
+/// could not be reached.
+const RECONNECT_PAUSE: Duration = Duration::from_secs(1);
+
 /// The clients listening: the resources the gateway holds an upstream
 /// subscription to, with how many listeners want each; and the 2025-era
 /// stdio clients' resources.
@@ -38,6 +43,16 @@ pub(super) struct Listeners {
     /// Per session-wide peer (by address): the resources its client
     /// subscribed to.
     sessions: Mutex<HashMap<usize, Arc<Mutex<HashSet<String>>>>>,
+    /// Taken by every change of what the upstream is subscribed to (a
+    /// subscribe, an unsubscribe, a renewal), so that they reach it in the
+    /// order they were decided.
+    changing: tokio::sync::Mutex<()>,
+    /// The upstream connection every wanted resource is subscribed on.
+    subscribed_on: Mutex<Option<u64>>,
+    /// Whether the keeper runs: the task that subscribes every wanted
+    /// resource again on the upstream's next connection when one ends (a
+    /// child restarted, an HTTP session gone).
+    keeping: AtomicBool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -81,7 +96,11 @@ impl Drop for Held {
         }
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
             rt.spawn(async move {
-                for uri in unused {
+                let _turn = listeners.changing.lock().await;
+                // Wanted again meanwhile (another stream, or a 2025
+                // session's own subscription): kept.
+                let wanted = listeners.wanted();
+                for uri in unused.into_iter().filter(|u| !wanted.contains(u)) {
                     let _ = listeners
                         .upstream_request("resources/unsubscribe", json!({ "uri": uri }))
                         .await;
@@ -100,13 +119,83 @@ impl Listeners {
             connect_wait,
             held: Mutex::default(),
             sessions: Mutex::default(),
+            changing: tokio::sync::Mutex::new(()),
+            subscribed_on: Mutex::default(),
+            keeping: AtomicBool::new(false),
         }
     }
 
-    /// A request of the gateway's own to the upstream's primary connection.
-    async fn upstream_request(&self, method: &str, params: Value) -> Result<(), JsonRpcError> {
+    /// A request of the gateway's own to the upstream's primary
+    /// connection; the connection's serial.
+    async fn upstream_request(&self, method: &str, params: Value) -> Result<u64, JsonRpcError> {
         let (link, _) = self.upstream.session(self.connect_wait).await?;
-        link.request(method, params).await.map(drop)
+        link.request(method, params).await.map(|_| link.serial)
+    }
+
+    /// Every resource some client wants: the streams' and the sessions'.
+    fn wanted(&self) -> HashSet<String> {
+        let mut wanted: HashSet<String> = lock(&self.held).keys().cloned().collect();
+        let sessions: Vec<_> = lock(&self.sessions).values().cloned().collect();
+        for uris in sessions {
+            wanted.extend(lock(&uris).iter().cloned());
+        }
+        wanted
+    }
+
+    /// Run the keeper, unless it runs: while some resource is wanted, it
+    /// waits for the upstream connection they are subscribed on to end,
+    /// then subscribes every wanted resource on the next one.
+    fn keep(self: &Arc<Self>) {
+        if self.keeping.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let me = Arc::downgrade(self);
+        tokio::spawn(async move {
+            loop {
+                let Some(listeners) = me.upgrade() else {
+                    return;
+                };
+                if listeners.wanted().is_empty() {
+                    // A want made now calls `keep` after it is made: either
+                    // it finds the flag down and starts a keeper, or this
+                    // one sees the want below and goes on.
+                    let _turn = listeners.changing.lock().await;
+                    if listeners.wanted().is_empty() {
+                        *lock(&listeners.subscribed_on) = None;
+                        listeners.keeping.store(false, Ordering::Release);
+                        if listeners.wanted().is_empty()
+                            || listeners.keeping.swap(true, Ordering::AcqRel)
+                        {
+                            return;
+                        }
+                    }
+                }
+                let link = match listeners.upstream.session(listeners.connect_wait).await {
+                    Ok((link, _)) => link,
+                    Err(_) => {
+                        drop(listeners);
+                        tokio::time::sleep(RECONNECT_PAUSE).await;
+                        continue;
+                    }
+                };
+                {
+                    let _turn = listeners.changing.lock().await;
+                    if *lock(&listeners.subscribed_on) != Some(link.serial) {
+                        for uri in listeners.wanted() {
+                            if let Err(e) = link
+                                .request("resources/subscribe", json!({ "uri": uri }))
+                                .await
+                            {
+                                tracing::warn!(%uri, error = %e.message, "could not subscribe to a resource again on the upstream's new connection");
+                            }
+                        }
+                        *lock(&listeners.subscribed_on) = Some(link.serial);
+                    }
+                }
+                drop(listeners);
+                link.closed().await;
+            }
+        });
     }
 
     /// 2026-07-28 `subscriptions/listen` (without `taskIds`): acknowledge
@@ -184,18 +273,32 @@ impl Listeners {
     }
 
     /// One more listener of `uri`: the first subscribes upstream.
-    async fn hold(&self, uri: &str) -> Result<(), JsonRpcError> {
+    async fn hold(self: &Arc<Self>, uri: &str) -> Result<(), JsonRpcError> {
         {
-            let mut held = lock(&self.held);
-            if let Some(n) = held.get_mut(uri) {
-                *n += 1;
-                return Ok(());
+            let _turn = self.changing.lock().await;
+            let known = {
+                let mut held = lock(&self.held);
+                held.get_mut(uri).map(|n| *n += 1).is_some()
+            };
+            if !known {
+                let serial = self
+                    .upstream_request("resources/subscribe", json!({ "uri": uri }))
+                    .await?;
+                self.subscribed(serial);
+                *lock(&self.held).entry(uri.to_owned()).or_default() += 1;
             }
         }
-        self.upstream_request("resources/subscribe", json!({ "uri": uri }))
-            .await?;
-        *lock(&self.held).entry(uri.to_owned()).or_default() += 1;
+        self.keep();
         Ok(())
+    }
+
+    /// A resource was subscribed on connection `serial`: the others are on
+    /// it too unless they are on an older one (the keeper renews them).
+    fn subscribed(&self, serial: u64) {
+        let mut on = lock(&self.subscribed_on);
+        if on.is_none() {
+            *on = Some(serial);
+        }
     }
 
     /// A 2025-era `initialize` on a connection that outlives its requests
@@ -245,7 +348,7 @@ impl Listeners {
 
     /// A 2025-era `resources/subscribe` or `resources/unsubscribe` the
     /// upstream accepted: what the client's session hears changes.
-    pub(super) fn note_subscription(&self, req: &JsonRpcRequest) {
+    pub(super) fn note_subscription(self: &Arc<Self>, req: &JsonRpcRequest) {
         let Some(peer) = req.extensions.get::<Peer>() else {
             return;
         };
@@ -259,13 +362,17 @@ impl Listeners {
         let Some(uris) = lock(&self.sessions).get(&peer_key(peer)).cloned() else {
             return;
         };
-        let mut uris = lock(&uris);
-        if req.method == "resources/subscribe" {
-            if uris.len() < MAX_URIS {
-                uris.insert(uri.to_owned());
+        let subscribed = {
+            let mut uris = lock(&uris);
+            if req.method == "resources/subscribe" {
+                uris.len() < MAX_URIS && uris.insert(uri.to_owned())
+            } else {
+                uris.remove(uri);
+                false
             }
-        } else {
-            uris.remove(uri);
+        };
+        if subscribed {
+            self.keep();
         }
     }
 }

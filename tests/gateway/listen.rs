@@ -16,7 +16,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::common;
-use crate::harness::{event, events_file, Gateway};
+use crate::harness::{event, events, events_file, text, Gateway};
 
 /// A client end that hands every notification to the test, and hangs up
 /// when told.
@@ -162,6 +162,64 @@ async fn over_http_a_listen_stream_hears_what_it_asked_for() {
         return;
     };
     a_listen_stream_hears_what_it_asked_for(up, &file).await;
+}
+
+/// The upstream restarts (its child killed): the gateway subscribes the
+/// stream's resource again on the new connection, and the stream goes on
+/// hearing it (before, the subscription died with the old child).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listen_stream_keeps_its_resource_when_the_upstream_restarts() {
+    let (_dir, file) = events_file();
+    let Some(up) = crate::harness::python(&file) else {
+        return;
+    };
+    let gw = Gateway::start(
+        up,
+        &[("announce", TaskPolicy::Sync), ("pid", TaskPolicy::Sync)],
+    )
+    .await;
+    let mut c = client(false);
+    let params = json!({
+        "notifications": { "resourceSubscriptions": ["memo://note"] },
+        "_meta": common::meta(true),
+    });
+    let _listening = {
+        let gw = gw.as_owner("alice");
+        let peer = c.peer.clone();
+        tokio::spawn(async move {
+            gw.send_with_peer("subscriptions/listen", params, peer)
+                .await
+        })
+    };
+    let (method, _) = c.next().await;
+    assert_eq!(method, "notifications/subscriptions/acknowledged");
+    event(&file, "subscribed memo://note").await;
+
+    let pid = text(&gw.call("pid", json!({})).await).to_owned();
+    let killed = std::process::Command::new("kill")
+        .args(["-9", &pid])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    // Bounded wait for the new child's subscription (the restart backs off).
+    let subscribed = |file: &std::path::Path| {
+        events(file)
+            .iter()
+            .filter(|l| *l == "subscribed memo://note")
+            .count()
+    };
+    for _ in 0..600 {
+        if subscribed(&file) >= 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(subscribed(&file), 2, "{:?}", events(&file));
+    announce(&gw, json!({ "kind": "updated", "uri": "memo://note" })).await;
+    let (method, params) = c.next().await;
+    assert_eq!(method, "notifications/resources/updated");
+    assert_eq!(params["uri"], "memo://note");
+    c.gone.cancel();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
