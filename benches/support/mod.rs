@@ -235,6 +235,11 @@ pub fn completed_record(id: String, now_ms: i64, ttl_ms: Option<u64>) -> TaskRec
     r.poll_interval_ms = Some(1000);
     r.version = 2;
     r.outcome = Some(TaskOutcome::Result(result_100b().into()));
+    // As a task that ran and ended is kept: one status change.
+    r.history = vec![mcp_task_layer::store::StatusChange {
+        status: TaskStatus::Completed,
+        at_ms: now_ms,
+    }];
     r
 }
 
