@@ -11,7 +11,7 @@ use serde_json::{json, Map, Value};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::events::{progress_token, CallEvent, Registry};
+use super::events::{CallEvent, Registry};
 use super::sink::RunSink;
 use crate::jsonrpc::JsonRpcError;
 use crate::upstream::link::{Answer, Link};
@@ -51,34 +51,19 @@ pub(crate) struct UpstreamCall {
 }
 
 impl UpstreamCall {
-    /// Send `method` with `params` on `link` as request `id`, with the
-    /// gateway's `progressToken` in its `_meta`; what the upstream sends
-    /// for it arrives on `events`, and `calls` is told when it ends.
+    /// Send `message` (request `id`, with the gateway's `progressToken`
+    /// for it in its `_meta`) on `link`; what the upstream sends for it
+    /// arrives on `events`, and `calls` is told when it ends.
     pub(crate) fn start(
         calls: Arc<dyn Registry>,
         events: mpsc::Receiver<CallEvent>,
         link: &Arc<Link>,
         lease: Option<Lease>,
         id: u64,
-        method: &str,
-        mut params: Map<String, Value>,
+        message: String,
     ) -> Self {
-        let meta = params
-            .entry("_meta")
-            .or_insert_with(|| Value::Object(Map::new()));
-        if !meta.is_object() {
-            *meta = Value::Object(Map::new());
-        }
-        if let Some(meta) = meta.as_object_mut() {
-            meta.insert("progressToken".into(), Value::String(progress_token(id)));
-        }
-        let method = method.to_owned();
         let sender = Arc::clone(link);
-        let answer = Box::pin(async move {
-            sender
-                .request_with_id(id, &method, Value::Object(params))
-                .await
-        });
+        let answer = Box::pin(async move { sender.request_text(id, message).await });
         UpstreamCall {
             calls,
             link: Arc::clone(link),

@@ -45,6 +45,7 @@ mod cancels;
 mod events;
 mod listen;
 mod notices;
+mod outbound;
 mod reply;
 mod sink;
 
@@ -53,6 +54,7 @@ use calls::Calls;
 use cancels::{Cancels, Watched};
 use listen::Listeners;
 use notices::Notices;
+use outbound::Outbound;
 use sink::RunSink;
 
 use crate::config::{Recovery, TaskPolicy};
@@ -360,9 +362,9 @@ impl Shared {
     /// others).
     async fn forward(self: &Arc<Self>, req: &JsonRpcRequest) -> Result<Reply, JsonRpcError> {
         let (link, _) = self.upstream.session(self.cfg.connect_wait).await?;
-        let (params, sink) = upstream_params(req, None);
+        let (params, sink) = upstream_params(req, None, false)?;
         let watched = self.watch(req);
-        let mut call = self.start_call(&link, None, &req.method, params);
+        let mut call = self.start_call(&link, None, &req.method, &params);
         loop {
             match call.step(&sink, watched.as_ref().map(|w| &w.token)).await {
                 Step::Done(out) => return out.map(Reply::Raw),
@@ -385,21 +387,15 @@ impl Shared {
         };
         let token = task_token.or_else(|| watched.as_ref().map(|w| w.token.clone()));
         let owner = req.extensions.get::<TaskOwner>().map(|o| o.0.clone());
-        let params = req.params_object();
-        let name = params
-            .and_then(|p| p.get("name"))
-            .and_then(Value::as_str)
+        let name = req
+            .params
+            .as_ref()
+            .and_then(|p| p.str_param("name").as_str())
             .unwrap_or_default()
             .to_owned();
-        let state = params
-            .and_then(|p| p.get("requestState"))
-            .and_then(Value::as_str)
-            .map(str::to_owned);
-        let answers = params
-            .and_then(|p| p.get("inputResponses"))
-            .and_then(Value::as_object);
         let rerun = self.cfg.rerun.contains(&name);
-        let (fresh, sink) = upstream_params(req, handle.clone());
+        let (fresh, sink) = upstream_params(req, handle.clone(), true)?;
+        let state = fresh.request_state.clone();
         let mut call =
             match state
                 .as_deref()
@@ -413,6 +409,10 @@ impl Shared {
                             return Err(JsonRpcError::internal("the call was cancelled"));
                         }
                     }
+                    let answers = req
+                        .params_object()
+                        .and_then(|p| p.get("inputResponses"))
+                        .and_then(Value::as_object);
                     if call.answer(answers) {
                         // Answers still missing: the same questions again.
                         let questions = call.questions();
@@ -434,11 +434,8 @@ impl Shared {
                 }
                 _ => {
                     let lease = self.upstream.lease(self.cfg.connect_wait).await?;
-                    let mut fresh = fresh;
-                    fresh.remove("requestState");
-                    fresh.remove("inputResponses");
                     let link = Arc::clone(&lease.link);
-                    self.start_call(&link, Some(lease), "tools/call", fresh)
+                    self.start_call(&link, Some(lease), "tools/call", &fresh)
                 }
             };
         match call.step(&sink, token.as_ref()).await {
@@ -471,7 +468,7 @@ impl Shared {
         link: &Arc<Link>,
         lease: Option<Lease>,
         method: &str,
-        params: Map<String, Value>,
+        params: &Outbound,
     ) -> UpstreamCall {
         let id = link.next_id();
         let events = self.calls.register(link.serial, id);
@@ -481,8 +478,7 @@ impl Shared {
             link,
             lease,
             id,
-            method,
-            params,
+            params.message(id, method),
         )
     }
 
@@ -516,36 +512,29 @@ enum Reply {
     Raw(Box<serde_json::value::RawValue>),
 }
 
-/// The params to send upstream for `req`: the client's, without the
-/// 2026-07-28 `_meta` keys and its `progressToken` (kept in the sink), and
-/// the sink that reports this run.
+/// The params to send upstream for `req` (see [`Outbound`]: without the
+/// 2026-07-28 `_meta` keys and the client's `progressToken`, kept in the
+/// sink; a tool call without its MRTR members), and the sink that reports
+/// this run.
 fn upstream_params(
     req: &JsonRpcRequest,
     handle: Option<TaskHandle>,
-) -> (Map<String, Value>, RunSink) {
-    let mut params = req.params_object().cloned().unwrap_or_default();
-    let mut client_token = None;
-    let caps = req
-        .meta()
-        .and_then(|m| m.get(crate::protocol::META_CLIENT_CAPABILITIES))
-        .cloned();
-    if let Some(Value::Object(meta)) = params.get_mut("_meta") {
-        meta.retain(|k, _| !k.starts_with("io.modelcontextprotocol/"));
-        client_token = meta.remove("progressToken");
-    }
+    tool_call: bool,
+) -> Result<(Outbound, RunSink), JsonRpcError> {
+    let (params, client) = Outbound::of(req, tool_call)?;
     let modern = req.protocol_version().is_some();
     let sink = RunSink {
         relay: handle.is_none() && !modern,
         handle,
         peer: req.extensions.get::<Peer>().cloned(),
-        client_token,
+        client_token: client.token,
         caps: if modern {
-            Some(caps.unwrap_or_else(|| json!({})))
+            Some(client.caps.unwrap_or_else(|| json!({})))
         } else {
             None
         },
     };
-    (params, sink)
+    Ok((params, sink))
 }
 
 /// Completes when `token` is cancelled; never without one.

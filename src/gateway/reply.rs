@@ -19,6 +19,18 @@ pub(crate) fn check_version(req: &JsonRpcRequest) -> Result<(), JsonRpcError> {
     let requested = match req.protocol_version() {
         Some(v) if SERVED.contains(&v) => return Ok(()),
         Some(v) => v.to_owned(),
+        // No version that is a string: one of another type is refused too.
+        // Params whose text has neither the key's last word nor an escape
+        // (a key written with escapes has a `\`) hold no such key: the
+        // common 2025-era request builds no tree for this.
+        None if req
+            .params
+            .as_ref()
+            .and_then(|p| p.text())
+            .is_some_and(|t| !t.contains("protocolVersion") && !t.contains('\\')) =>
+        {
+            return Ok(())
+        }
         None => match req.meta().and_then(|m| m.get(META_PROTOCOL_VERSION)) {
             Some(other) => other.to_string(),
             None => return Ok(()),
@@ -159,5 +171,32 @@ mod tests {
         let v = shaped_raw(raw(r#"{"resultType":"x"}"#), true).unwrap_err();
         assert_eq!(shaped(v, true), json!({ "resultType": "x" }));
         assert!(shaped_raw(raw("[1]"), true).is_err());
+    }
+
+    #[test]
+    fn a_version_that_is_no_string_is_refused_however_its_key_is_written() {
+        let req = |params: &str| {
+            JsonRpcRequest::from_slice(
+                format!(r#"{{"jsonrpc":"2.0","id":1,"method":"ping","params":{params}}}"#)
+                    .as_bytes(),
+            )
+            .unwrap()
+        };
+        let code = |params: &str| check_version(&req(params)).map_err(|e| e.code);
+        assert_eq!(code(r#"{"_meta":{"progressToken":1}}"#), Ok(()));
+        assert_eq!(code(r#"{"x":"a\\"}"#), Ok(()));
+        let refused = Err(code::UNSUPPORTED_PROTOCOL_VERSION);
+        assert_eq!(
+            code(r#"{"_meta":{"io.modelcontextprotocol/protocolVersion":5}}"#),
+            refused
+        );
+        assert_eq!(
+            code(r#"{"_meta":{"io.modelcontextprotocol\/protocol\u0056ersion":5}}"#),
+            refused
+        );
+        assert_eq!(
+            code(r#"{"_meta":{"io.modelcontextprotocol/protocolVersion":"1999-01-01"}}"#),
+            refused
+        );
     }
 }

@@ -115,6 +115,13 @@ impl Link {
     /// answer: the `result`, the upstream's JSON-RPC error, or an error
     /// saying the connection ended first.
     pub(crate) async fn request_with_id(&self, id: u64, method: &str, params: Value) -> Answer {
+        let message = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
+        self.request_text(id, message.to_string()).await
+    }
+
+    /// [`request_with_id`](Self::request_with_id) of a request written
+    /// already: `message` must be request `id`.
+    pub(crate) async fn request_text(&self, id: u64, message: String) -> Answer {
         let (tx, rx) = oneshot::channel();
         {
             let mut waiting = self.waiting.lock().unwrap_or_else(PoisonError::into_inner);
@@ -123,13 +130,7 @@ impl Link {
             }
             waiting.insert(id, tx);
         }
-        let message = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
-        if self
-            .out
-            .send(message.to_string().into_bytes())
-            .await
-            .is_err()
-        {
+        if self.out.send(message.into_bytes()).await.is_err() {
             self.forget(id);
             return Err(self.gone());
         }

@@ -1,0 +1,170 @@
+//! The request the upstream gets for a client's: the client's params as
+//! they arrived, member by member (no tree of the arguments is built, and
+//! their text is sent as the client wrote it), with `_meta` rewritten: the
+//! 2026-07-28 keys and the client's `progressToken` out, the gateway's
+//! token in. A tool call also drops the MRTR members (`requestState`,
+//! `inputResponses`): the gateway answers those itself.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
+
+use super::events::progress_token;
+use crate::jsonrpc::{JsonRpcError, JsonRpcRequest};
+use crate::protocol::META_CLIENT_CAPABILITIES;
+
+/// The members of a params object, their values as text.
+#[derive(Deserialize)]
+struct Members<'a>(#[serde(borrow)] BTreeMap<Cow<'a, str>, &'a RawValue>);
+
+/// What the client's `_meta` said that the gateway keeps for itself.
+#[derive(Debug, Default)]
+pub(crate) struct ClientMeta {
+    /// The client's own `progressToken`.
+    pub(crate) token: Option<Value>,
+    /// The 2026-07-28 client's declared capabilities.
+    pub(crate) caps: Option<Value>,
+}
+
+/// A client's params, ready to be sent upstream under any id.
+#[derive(Debug)]
+pub(crate) struct Outbound {
+    /// `"key":value,` for each member kept, as the client wrote them.
+    body: String,
+    /// What is kept of the client's `_meta`.
+    meta: Map<String, Value>,
+    /// The client's `requestState`, when it sent one as a string.
+    pub(crate) request_state: Option<String>,
+}
+
+impl Outbound {
+    /// Of `req`'s params; `tool_call`: drop the MRTR members.
+    pub(crate) fn of(
+        req: &JsonRpcRequest,
+        tool_call: bool,
+    ) -> Result<(Self, ClientMeta), JsonRpcError> {
+        let owned;
+        let text = match &req.params {
+            None => "{}",
+            Some(p) => match p.text() {
+                Some(text) => text,
+                None => {
+                    owned = p.as_value().to_string();
+                    &owned
+                }
+            },
+        };
+        let Members(members) = serde_json::from_str(text)
+            .map_err(|e| JsonRpcError::invalid_params(format!("params must be an object: {e}")))?;
+        let mut body = String::with_capacity(text.len() + 16);
+        let mut meta = Map::new();
+        let mut request_state = None;
+        for (key, value) in members {
+            match &*key {
+                "_meta" => {
+                    if let Ok(Value::Object(m)) = serde_json::from_str(value.get()) {
+                        meta = m;
+                    }
+                    continue;
+                }
+                "requestState" if tool_call => {
+                    request_state = serde_json::from_str::<String>(value.get()).ok();
+                    continue;
+                }
+                "inputResponses" if tool_call => continue,
+                _ => {}
+            }
+            // A key as JSON text: always encodable.
+            body.push_str(&serde_json::to_string(&*key).unwrap_or_default());
+            body.push(':');
+            body.push_str(value.get());
+            body.push(',');
+        }
+        let caps = meta.get(META_CLIENT_CAPABILITIES).cloned();
+        meta.retain(|k, _| !k.starts_with("io.modelcontextprotocol/"));
+        let token = meta.remove("progressToken");
+        Ok((
+            Outbound {
+                body,
+                meta,
+                request_state,
+            },
+            ClientMeta { token, caps },
+        ))
+    }
+
+    /// The JSON-RPC request `id` for `method` with these params, the
+    /// gateway's `progressToken` for `id` in its `_meta`.
+    pub(crate) fn message(&self, id: u64, method: &str) -> String {
+        let mut meta = self.meta.clone();
+        meta.insert("progressToken".into(), Value::String(progress_token(id)));
+        let meta = Value::Object(meta).to_string();
+        let method = Value::from(method).to_string();
+        let mut out = String::with_capacity(self.body.len() + meta.len() + method.len() + 64);
+        out.push_str(r#"{"jsonrpc":"2.0","id":"#);
+        out.push_str(&id.to_string());
+        out.push_str(r#","method":"#);
+        out.push_str(&method);
+        out.push_str(r#","params":{"#);
+        out.push_str(&self.body);
+        out.push_str(r#""_meta":"#);
+        out.push_str(&meta);
+        out.push_str("}}");
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn of(params: Value, tool_call: bool) -> (Outbound, ClientMeta) {
+        let req = JsonRpcRequest::new(1, "tools/call", params);
+        Outbound::of(&req, tool_call).unwrap()
+    }
+
+    #[test]
+    fn the_upstream_gets_the_clients_params_with_the_gateways_token() {
+        let (out, client) = of(
+            json!({
+                "name": "echo",
+                "arguments": { "text": "hi \"there\"", "n": [1, 2] },
+                "requestState": "s1",
+                "inputResponses": {},
+                "_meta": {
+                    "progressToken": 7,
+                    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                    "io.modelcontextprotocol/clientCapabilities": { "elicitation": {} },
+                    "trace": "t"
+                }
+            }),
+            true,
+        );
+        assert_eq!(client.token, Some(json!(7)));
+        assert_eq!(client.caps, Some(json!({ "elicitation": {} })));
+        assert_eq!(out.request_state.as_deref(), Some("s1"));
+        let sent: Value = serde_json::from_str(&out.message(42, "tools/call")).unwrap();
+        assert_eq!(
+            sent,
+            json!({
+                "jsonrpc": "2.0", "id": 42, "method": "tools/call",
+                "params": {
+                    "name": "echo",
+                    "arguments": { "text": "hi \"there\"", "n": [1, 2] },
+                    "_meta": { "trace": "t", "progressToken": "mcp-tasks-42" }
+                }
+            })
+        );
+        // Forwarded requests keep every member but `_meta`'s own.
+        let (out, _) = of(json!({ "requestState": "s1", "_meta": 3 }), false);
+        let sent: Value = serde_json::from_str(&out.message(1, "prompts/get")).unwrap();
+        assert_eq!(
+            sent["params"],
+            json!({ "requestState": "s1", "_meta": { "progressToken": "mcp-tasks-1" } })
+        );
+    }
+}
