@@ -18,9 +18,9 @@ mod common;
 #[cfg(any(feature = "sqlite", feature = "postgres", feature = "redis"))]
 use std::sync::Arc;
 
-use mcp_task_layer::store::{
-    conformance, Era, Error, ListQuery, MemoryStore, TaskRecord, TaskStore,
-};
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "redis"))]
+use mcp_task_layer::store::ListQuery;
+use mcp_task_layer::store::{conformance, Era, Error, MemoryStore, TaskRecord, TaskStore};
 use serde_json::json;
 
 const T0: i64 = 1_767_225_600_000; // 2026-01-01T00:00:00Z
