@@ -99,9 +99,16 @@ impl Outbound {
     /// The JSON-RPC request `id` for `method` with these params, the
     /// gateway's `progressToken` for `id` in its `_meta`.
     pub(crate) fn message(&self, id: u64, method: &str) -> String {
-        let mut meta = self.meta.clone();
-        meta.insert("progressToken".into(), Value::String(progress_token(id)));
-        let meta = Value::Object(meta).to_string();
+        let token = progress_token(id);
+        let meta = if self.meta.is_empty() {
+            // The common case: the token alone (made of digits, nothing
+            // to escape).
+            format!(r#"{{"progressToken":"{token}"}}"#)
+        } else {
+            let mut meta = self.meta.clone();
+            meta.insert("progressToken".into(), Value::String(token));
+            Value::Object(meta).to_string()
+        };
         let method = Value::from(method).to_string();
         let mut out = String::with_capacity(self.body.len() + meta.len() + method.len() + 64);
         out.push_str(r#"{"jsonrpc":"2.0","id":"#);
