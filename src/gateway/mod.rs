@@ -360,14 +360,45 @@ impl Shared {
     /// Anything but a tool call: the upstream's answer as it is (its
     /// questions relayed to a 2025-11-25 client's stream, refused for
     /// others).
+    /// A request that is no tool call, to the upstream. A question the
+    /// upstream asks meanwhile goes to a 2025-11-25 client on its stream
+    /// (the sink relays it); a 2026-07-28 client gets it as an MRTR round
+    /// (`input_required` with a `requestState` naming the waiting upstream
+    /// call, which its retry continues); with no one to ask, it is refused.
     async fn forward(self: &Arc<Self>, req: &JsonRpcRequest) -> Result<Reply, JsonRpcError> {
-        let (link, _) = self.upstream.session(self.cfg.connect_wait).await?;
-        let (params, sink) = upstream_params(req, None, false)?;
+        let modern = req.protocol_version().is_some();
+        let (params, sink) = upstream_params(req, None, modern)?;
+        let owner = req.extensions.get::<TaskOwner>().map(|o| o.0.clone());
         let watched = self.watch(req);
-        let mut call = self.start_call(&link, None, &req.method, &params);
+        let mut call = match params.request_state.as_deref() {
+            Some(state) => {
+                let Some(mut call) = self.calls.unpark(state, owner.as_deref()) else {
+                    return Err(JsonRpcError::invalid_params(
+                        "requestState names no upstream request waiting here: it ended, \
+                         expired, or the gateway restarted since it asked",
+                    ));
+                };
+                let answers = req
+                    .params_object()
+                    .and_then(|p| p.get("inputResponses"))
+                    .and_then(Value::as_object);
+                if call.answer(answers) {
+                    let questions = call.questions();
+                    return self.park(call, owner, None, &req.method, questions);
+                }
+                call
+            }
+            None => {
+                let (link, _) = self.upstream.session(self.cfg.connect_wait).await?;
+                self.start_call(&link, None, &req.method, &params)
+            }
+        };
         loop {
             match call.step(&sink, watched.as_ref().map(|w| &w.token)).await {
                 Step::Done(out) => return out.map(Reply::Raw),
+                Step::Asked(questions) if modern => {
+                    return self.park(call, owner, None, &req.method, questions);
+                }
                 Step::Asked(_) => {
                     // Nobody to ask: every question is refused.
                     call.refuse_questions();

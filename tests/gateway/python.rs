@@ -538,3 +538,58 @@ pub(crate) async fn calls_asking_at_once_get_their_own_answers(
         .count();
     assert_eq!(started, 2);
 }
+
+/// A question the upstream asks during a request that is no tool call
+/// (`prompts/get`) reaches a 2026-07-28 client as an MRTR round, and its
+/// retry with the answer continues the same upstream request (before, the
+/// question was refused and the prompt got the refusal's outcome).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_during_a_prompt_is_an_mrtr_round_that_continues_the_same_request() {
+    let (_dir, file) = events_file();
+    let Some(up) = python(&file) else { return };
+    let gw = Gateway::start(up, &[]).await;
+    let r = gw
+        .send26("prompts/get", json!({ "name": "greeting" }), false)
+        .await;
+    let round = common::ok(&r).clone();
+    assert_eq!(round["resultType"], "input_required", "{round}");
+    let requests = round["inputRequests"].as_object().unwrap();
+    assert_eq!(requests.len(), 1, "{round}");
+    let (key, question) = requests.iter().next().unwrap();
+    assert_eq!(question["method"], "elicitation/create");
+    let state = round["requestState"].as_str().unwrap();
+
+    // Another owner cannot continue it.
+    let stolen = gw
+        .as_owner("mallory")
+        .send26(
+            "prompts/get",
+            json!({ "name": "greeting", "requestState": state, "inputResponses": {} }),
+            false,
+        )
+        .await;
+    assert_eq!(stolen.error_value().map(|e| e.code), Some(-32602));
+
+    let r = gw
+        .send26(
+            "prompts/get",
+            json!({
+                "name": "greeting",
+                "requestState": state,
+                "inputResponses": { key: { "action": "accept", "content": { "confirm": true } } },
+            }),
+            false,
+        )
+        .await;
+    let done = common::ok(&r);
+    assert_eq!(done["resultType"], "complete", "{done}");
+    assert_eq!(
+        done["messages"][0]["content"]["text"], "Good day.",
+        "{done}"
+    );
+    let started = events(&file)
+        .iter()
+        .filter(|l| *l == "started greeting")
+        .count();
+    assert_eq!(started, 1, "one upstream request: {:?}", events(&file));
+}

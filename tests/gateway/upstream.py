@@ -196,6 +196,14 @@ async def test_tool_with_task(ctx: Context) -> str:
 # --- the gateway's own tests ---------------------------------------------------
 
 
+@mcp.prompt(description="Ask whether to be formal, then greet: a question during `prompts/get`.")
+async def greeting(ctx: Context) -> str:
+    started("greeting")
+    answer = await ctx.elicit("Formal?", Confirm)
+    finished("greeting")
+    return "Good day." if answer.action == "accept" and answer.data.confirm else "Hi!"
+
+
 @mcp.tool(
     description="Work `seconds` in `steps` equal steps, reporting progress `k` of `steps` (message `step k`).",
     structured_output=False,
