@@ -1,5 +1,6 @@
 //! The operator API of [`RedisStore`]: listings walk the sorted set of
-//! every task (or of one status) newest first by its members, which sort as
+//! every task, of one status, or (for one owner) the owner's listing sets
+//! of both eras merged, newest first by their members, which sort as
 //! `(created_at_ms, id)`; the `list` script reads a batch, the rest of the
 //! query is applied here.
 
@@ -12,7 +13,7 @@ use crate::protocol::TaskStatus;
 use crate::store::operator::{
     queued_since_ms, OperatorStore, TaskQuery, TaskStats, WaitingTask, LONGEST_WAITING,
 };
-use crate::store::{BoxFuture, EndedCounts, EndedQuery, Error, Lease, Result, TaskRecord};
+use crate::store::{BoxFuture, EndedCounts, EndedQuery, Era, Error, Lease, Result, TaskRecord};
 
 /// Members read per `list` call beyond what a page still lacks.
 const SLACK: usize = 16;
@@ -55,9 +56,15 @@ impl RedisStore {
 
     async fn find_records(&self, query: &TaskQuery, now_ms: i64) -> Result<Vec<Arc<TaskRecord>>> {
         let k = &self.inner.keys;
-        let index = match query.statuses() {
-            [one] => k.status(*one),
-            _ => k.all.clone(),
+        // The narrowest index the query names: one status, one owner (the
+        // sets `tasks/list` reads, one per era), or every task.
+        let indexes = match (query.statuses(), query.owner_key()) {
+            ([one], _) => vec![k.status(*one)],
+            (_, Some(owner)) => vec![
+                k.list(Some(owner), Era::Modern),
+                k.list(Some(owner), Era::Legacy),
+            ],
+            _ => vec![k.all.clone()],
         };
         // Exclusive upper bounds; the smaller one holds.
         let mut max = "+".to_owned();
@@ -80,12 +87,28 @@ impl RedisStore {
         let mut out = Vec::new();
         loop {
             let want = (limit - out.len()).saturating_add(SLACK);
-            let batch = self.batch(&index, &max, &min, want, now_ms).await?;
+            let mut batch = Vec::new();
+            let mut exhausted = true;
+            for index in &indexes {
+                let got = self.batch(index, &max, &min, want, now_ms).await?;
+                exhausted &= got.len() < want;
+                batch.extend(got);
+            }
+            if indexes.len() > 1 {
+                // Newest first across the sets; what is past the first
+                // `want` is read again from the next page's bound.
+                batch.sort_unstable_by(|a, b| {
+                    (b.created_at_ms, b.id.as_str()).cmp(&(a.created_at_ms, a.id.as_str()))
+                });
+                if batch.len() > want {
+                    batch.truncate(want);
+                    exhausted = false;
+                }
+            }
             let Some(last) = batch.last() else {
                 return Ok(out);
             };
             max = format!("({}", member(last.created_at_ms, &last.id));
-            let exhausted = batch.len() < want;
             for record in batch {
                 if query.matches(&record, now_ms) {
                     out.push(Arc::new(record));
