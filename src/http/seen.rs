@@ -86,8 +86,10 @@ impl<'h> SeenHeaders<'h> {
             return None;
         }
         digits.iter().try_fold(0u64, |n, &b| {
-            let digit = char::from(b).to_digit(10)?;
-            n.checked_mul(10)?.checked_add(u64::from(digit))
+            if !b.is_ascii_digit() {
+                return None;
+            }
+            n.checked_mul(10)?.checked_add(u64::from(b - b'0'))
         })
     }
 }
