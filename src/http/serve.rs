@@ -228,19 +228,25 @@ async fn connection<A>(
     // this task, and again only once a look at the version (`has_changed`,
     // one atomic load) says the signal came: polling it on every wake-up
     // (twice a request) cost ~370 instructions. A spawned task's root
-    // future (this one) is always woken by the same waker.
+    // future (this one) is always woken by the same waker. The first poll
+    // is the task's first (nothing above awaits), before the connection's:
+    // with the task's whole budget, so tokio's cooperative budget cannot
+    // turn it away unregistered.
     let probe = stop.clone();
     let mut signal = std::pin::pin!(stop.changed());
     let mut registered = false;
     let ended = std::future::poll_fn(|cx| {
-        if let Poll::Ready(ended) = conn.as_mut().poll(cx) {
-            return Poll::Ready(Some(ended));
-        }
-        if !registered || probe.has_changed().unwrap_or(true) {
+        if !registered {
             registered = true;
             if signal.as_mut().poll(cx).is_ready() {
                 return Poll::Ready(None);
             }
+        }
+        if let Poll::Ready(ended) = conn.as_mut().poll(cx) {
+            return Poll::Ready(Some(ended));
+        }
+        if probe.has_changed().unwrap_or(true) && signal.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(None);
         }
         Poll::Pending
     })
