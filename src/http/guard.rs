@@ -81,7 +81,8 @@ fn is_loopback(origin: &str) -> bool {
 fn single(header: One<'_>) -> Result<Option<&str>, ()> {
     match header {
         One::Absent => Ok(None),
-        One::Once(value) => value.to_str().map(|v| Some(v.trim())).map_err(|_| ()),
+        // Visible ASCII and tabs: `trim_ascii` trims what `trim` would.
+        One::Once(value) => value.to_str().map(|v| Some(v.trim_ascii())).map_err(|_| ()),
         One::Repeated => Err(()),
     }
 }

@@ -25,7 +25,9 @@ fn single_header<'h>(header: One<'h>, display: &str) -> Result<&'h str, JsonRpcE
     match header {
         One::Once(value) => value
             .to_str()
-            .map(str::trim)
+            // Visible ASCII and tabs only: trimming ASCII whitespace is
+            // `str::trim` here, without its Unicode tables.
+            .map(str::trim_ascii)
             .map_err(|_| mismatch(&format!("the {display} header is not visible ASCII"))),
         One::Repeated => Err(mismatch(&format!("the {display} header is repeated"))),
         One::Absent => Err(mismatch(&format!("the {display} header is missing"))),

@@ -71,11 +71,26 @@ impl<'h> SeenHeaders<'h> {
         seen
     }
 
-    /// The declared body length, if it is a number.
+    /// The declared body length, if it is a number: what
+    /// `to_str()`, `trim()` and `parse::<u64>()` read, on the bytes.
     pub(super) fn declared_length(&self) -> Option<u64> {
-        self.content_length
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<u64>().ok())
+        let value = self.content_length?.as_bytes();
+        // `to_str` refuses anything but visible ASCII and tabs.
+        if !value.iter().all(|&b| b == b'\t' || (32..127).contains(&b)) {
+            return None;
+        }
+        // `parse::<u64>` takes one leading `+`, then digits only.
+        let digits = value.trim_ascii();
+        let digits = digits.strip_prefix(b"+").unwrap_or(digits);
+        if digits.is_empty() {
+            return None;
+        }
+        digits.iter().try_fold(0u64, |n, &b| {
+            if !b.is_ascii_digit() {
+                return None;
+            }
+            n.checked_mul(10)?.checked_add(u64::from(b - b'0'))
+        })
     }
 }
 
@@ -102,6 +117,34 @@ mod tests {
         assert!(matches!(seen.content_type, One::Once(v) if v == "application/json"));
         assert!(seen.accepts_event_stream);
         assert_eq!(seen.declared_length(), Some(12));
+        for value in [
+            "0",
+            "+7",
+            " 42\t",
+            "++1",
+            "-1",
+            "",
+            " ",
+            "+",
+            "1 2",
+            "0x10",
+            "１",
+            "18446744073709551615",
+            "18446744073709551616",
+            "007",
+        ] {
+            let mut map = HeaderMap::new();
+            map.insert(CONTENT_LENGTH, HeaderValue::from_str(value).unwrap());
+            let by_str = value.trim().parse::<u64>().ok();
+            assert_eq!(
+                SeenHeaders::read(&map).declared_length(),
+                by_str,
+                "{value:?}"
+            );
+        }
+        let mut map = HeaderMap::new();
+        map.insert(CONTENT_LENGTH, HeaderValue::from_bytes(b"1\xb2").unwrap());
+        assert_eq!(SeenHeaders::read(&map).declared_length(), None);
         assert!(matches!(seen.protocol_version, One::Absent));
         assert!(matches!(seen.mcp_method, One::Once(v) if v == "tasks/get"));
         assert!(matches!(seen.mcp_name, One::Repeated));

@@ -6,6 +6,7 @@ use std::fmt;
 use std::future::{Future, IntoFuture};
 use std::io;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
 
 use axum::body::Body;
@@ -223,14 +224,38 @@ async fn connection<A>(
     });
     let conn = hyper::server::conn::http1::Builder::new().serve_connection(io, service);
     let mut conn = std::pin::pin!(conn);
-    tokio::select! {
-        ended = conn.as_mut() => {
-            if let Err(e) = ended {
-                debug!(error = %e, "a connection ended with an error");
+    // Told to stop? The watch's `changed()` is polled once, to register
+    // this task, and again only once a look at the version (`has_changed`,
+    // one atomic load) says the signal came: polling it on every wake-up
+    // (twice a request) cost ~370 instructions. A spawned task's root
+    // future (this one) is always woken by the same waker. The first poll
+    // is the task's first (nothing above awaits), before the connection's:
+    // with the task's whole budget, so tokio's cooperative budget cannot
+    // turn it away unregistered.
+    let probe = stop.clone();
+    let mut signal = std::pin::pin!(stop.changed());
+    let mut registered = false;
+    let ended = std::future::poll_fn(|cx| {
+        if !registered {
+            registered = true;
+            if signal.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(None);
             }
-            return;
         }
-        _ = stop.changed() => {}
+        if let Poll::Ready(ended) = conn.as_mut().poll(cx) {
+            return Poll::Ready(Some(ended));
+        }
+        if probe.has_changed().unwrap_or(true) && signal.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(None);
+        }
+        Poll::Pending
+    })
+    .await;
+    if let Some(ended) = ended {
+        if let Err(e) = ended {
+            debug!(error = %e, "a connection ended with an error");
+        }
+        return;
     }
     conn.as_mut().graceful_shutdown();
     if let Err(e) = conn.await {

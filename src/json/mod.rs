@@ -161,6 +161,14 @@ pub(crate) fn write_u64(out: &mut String, mut n: u64) {
     out.push_str(std::str::from_utf8(&digits[at..]).unwrap_or("0"));
 }
 
+/// `n` in decimal, as `write!(out, "{n}")` writes it.
+pub(crate) fn write_i64(out: &mut String, n: i64) {
+    if n < 0 {
+        out.push('-');
+    }
+    write_u64(out, n.unsigned_abs());
+}
+
 /// `raw` without line breaks: text with any (whitespace between tokens,
 /// since strings escape them) is written again, compact. A message on an
 /// event stream must fit one `data:` line.

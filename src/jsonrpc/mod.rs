@@ -14,7 +14,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use crate::json::{compact, parse_trusted, write_json, write_json_str};
+use crate::json::{compact, parse_trusted, write_i64, write_json, write_json_str};
 
 mod facts;
 mod params;
@@ -467,7 +467,6 @@ impl JsonRpcResponse {
     /// The wire form: `{"jsonrpc":"2.0","id":…,"result":…}` (or `"error"`),
     /// compact, a text result copied as it is.
     pub fn to_vec(&self) -> Vec<u8> {
-        use std::fmt::Write as _;
         // A text result: exactly the length of the answer (common ids), so
         // that the buffer becomes the HTTP body without another allocation.
         let id_len = match &self.id {
@@ -489,9 +488,7 @@ impl JsonRpcResponse {
         out.push_str("{\"jsonrpc\":\"2.0\",\"id\":");
         match &self.id {
             None => out.push_str("null"),
-            Some(RequestId::Number(n)) => {
-                let _ = write!(out, "{n}");
-            }
+            Some(RequestId::Number(n)) => write_i64(&mut out, *n),
             Some(RequestId::String(s)) => write_json_str(&mut out, s),
         }
         match &self.payload {

@@ -51,7 +51,10 @@ struct FromMessage {
     message: Bytes,
     facts: Facts,
     parsed: OnceLock<Value>,
-    /// Where the params' text is in `message`, found on first use.
+    /// Where the params' text is in `message`, when the decoding pass
+    /// found it (the scan does)...
+    known_text: Option<Range<usize>>,
+    /// ...or else found on first use.
     text: OnceLock<Range<usize>>,
 }
 
@@ -96,7 +99,10 @@ impl Params {
                 },
                 message: message.clone(),
                 parsed: OnceLock::new(),
-                text: text.map_or_else(OnceLock::new, OnceLock::from),
+                // Not `OnceLock::from`: setting a cell costs its
+                // synchronisation, on every request.
+                known_text: text,
+                text: OnceLock::new(),
             })),
         }
     }
@@ -140,16 +146,18 @@ impl Params {
             return None;
         };
         let (message, text) = (&m.message, &m.text);
-        let range = text.get_or_init(|| {
-            #[derive(Deserialize)]
-            struct Only<'a> {
-                #[serde(borrow)]
-                params: &'a RawValue,
-            }
-            serde_json::from_slice::<Only<'_>>(message)
-                .ok()
-                .and_then(|only| offset_in(only.params.get(), message))
-                .unwrap_or(0..0)
+        let range = m.known_text.as_ref().unwrap_or_else(|| {
+            text.get_or_init(|| {
+                #[derive(Deserialize)]
+                struct Only<'a> {
+                    #[serde(borrow)]
+                    params: &'a RawValue,
+                }
+                serde_json::from_slice::<Only<'_>>(message)
+                    .ok()
+                    .and_then(|only| offset_in(only.params.get(), message))
+                    .unwrap_or(0..0)
+            })
         });
         std::str::from_utf8(message.get(range.clone())?).ok()
     }

@@ -147,6 +147,9 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"v","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}},"extensions":{"io.modelcontextprotocol/tasks":1}}}}}"#.into(),
             r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"v"},"_meta":7}}"#.into(),
             r#"{"jsonrpc":"2.0","id":999999999999999999,"method":"m","params":{"a":"\u00e9\ud7ff\ue000"}}"#.into(),
+            // Keys next to the ones compared whole: a prefix, a longer one.
+            r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":{"io.modelcontextprotocol/protocolVersio":"v","io.modelcontextprotocol/protocolVersionX":"w","io.modelcontextprotocol/clientCapabilities":{"extension":{"io.modelcontextprotocol/tasks":{}},"extensions":{"io.modelcontextprotocol/task":{},"io.modelcontextprotocol/tasks2":{}}}}}}"#.into(),
+            r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":{"":"v","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":7}}}}}"#.into(),
         ];
         for text in read {
             let bytes = Bytes::copy_from_slice(text.as_bytes());
@@ -174,6 +177,9 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":1,"method":"m"}}"#,
             r#"{"jsonrpc":"2.0","id":1,"method":"m""#,
             r#"{"jsonrpc":"2.0","method":"m","params":"#,
+            // A known key written with an escape is left to serde.
+            r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":{"io.modelcontextprotocol\/protocolVersion":"v"}}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":{"io.modelcontextprotocol/protocolVersion"#,
         ];
         for text in left {
             assert!(scan(text.as_bytes()).is_none(), "{text}");

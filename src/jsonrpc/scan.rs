@@ -44,20 +44,24 @@ pub(super) fn scan(bytes: &[u8]) -> Option<Scanned<'_>> {
         pos: 0,
     };
     let (mut jsonrpc, mut method, mut id, mut params) = (None, None, None, None);
-    s.object(1, |s, key, depth| {
-        match key {
-            "jsonrpc" if jsonrpc.is_none() => jsonrpc = Some(s.plain_str()?),
-            "method" if method.is_none() => method = Some(s.plain_str()?),
-            "id" if id.is_none() => id = Some(s.id()?),
-            "params" if params.is_none() => {
-                let start = s.pos;
-                let facts = s.facts(depth)?;
-                params = Some((facts, start..s.pos));
+    s.object(
+        1,
+        &["jsonrpc", "id", "method", "params"],
+        |s, key, depth| {
+            match key {
+                "jsonrpc" if jsonrpc.is_none() => jsonrpc = Some(s.plain_str()?),
+                "method" if method.is_none() => method = Some(s.plain_str()?),
+                "id" if id.is_none() => id = Some(s.id()?),
+                "params" if params.is_none() => {
+                    let start = s.pos;
+                    let facts = s.facts(depth)?;
+                    params = Some((facts, start..s.pos));
+                }
+                _ => return None,
             }
-            _ => return None,
-        }
-        Some(())
-    })?;
+            Some(())
+        },
+    )?;
     s.ws();
     if s.pos != bytes.len() || jsonrpc? != "2.0" {
         return None;
@@ -98,9 +102,15 @@ impl<'a> Scanner<'a> {
 
     /// An object at `depth`, each member's value read by `member(self,
     /// key, depth of the value)`, which leaves the position after it.
+    ///
+    /// A key equal to one of `known` (which need no escaping) is compared
+    /// whole instead of scanned: the long `_meta` names are most of a
+    /// request's bytes, and a known name of another length costs one
+    /// comparison of a byte.
     fn object(
         &mut self,
         depth: usize,
+        known: &[&'static str],
         mut member: impl FnMut(&mut Self, &'a str, usize) -> Option<()>,
     ) -> Option<()> {
         if depth > MAX_DEPTH {
@@ -109,7 +119,10 @@ impl<'a> Scanner<'a> {
         self.ws();
         self.expect(b'{')?;
         self.items(b'}', |s| {
-            let key = s.plain_str()?;
+            let key = match s.known_key(known) {
+                Some(key) => key,
+                None => s.plain_str()?,
+            };
             s.ws();
             s.expect(b':')?;
             s.ws();
@@ -144,6 +157,23 @@ impl<'a> Scanner<'a> {
                 _ => return None,
             }
         }
+    }
+
+    /// One of `known` (strings without quotes, backslashes or control
+    /// characters) if the string here is exactly it: what [`plain_str`]
+    /// would read there, found by one comparison.
+    ///
+    /// [`plain_str`]: Self::plain_str
+    fn known_key(&mut self, known: &[&'static str]) -> Option<&'a str> {
+        let rest = self.bytes.get(self.pos..)?;
+        let (&b'"', rest) = rest.split_first()? else {
+            return None;
+        };
+        let key = known
+            .iter()
+            .find(|key| rest.get(key.len()) == Some(&b'"') && rest.starts_with(key.as_bytes()))?;
+        self.pos += key.len() + 2;
+        Some(key)
     }
 
     /// A string without escapes, borrowed.
@@ -239,7 +269,7 @@ impl<'a> Scanner<'a> {
     fn skip(&mut self, depth: usize) -> Option<()> {
         match self.peek()? {
             b'"' => self.skip_str(),
-            b'{' => self.object(depth, |s, _, depth| s.skip(depth)),
+            b'{' => self.object(depth, &[], |s, _, depth| s.skip(depth)),
             b'[' => self.array(depth),
             b't' => self.literal(b"true"),
             b'f' => self.literal(b"false"),
@@ -268,7 +298,7 @@ impl<'a> Scanner<'a> {
 
     /// Whether the value at `path` is an object (the last copy of a
     /// repeated member counts, as in a `Value`).
-    fn object_at(&mut self, path: &[&str], depth: usize) -> Option<bool> {
+    fn object_at(&mut self, path: &[&'static str], depth: usize) -> Option<bool> {
         let Some((first, rest)) = path.split_first() else {
             return Some(matches!(self.member(depth)?, Member::Object));
         };
@@ -276,7 +306,7 @@ impl<'a> Scanner<'a> {
             return self.skip(depth).map(|()| false);
         }
         let mut found = false;
-        self.object(depth, |s, key, depth| {
+        self.object(depth, &[*first], |s, key, depth| {
             if key == *first {
                 found = s.object_at(rest, depth)?;
                 Some(())
@@ -294,28 +324,33 @@ impl<'a> Scanner<'a> {
             return self.skip(depth).map(|()| None);
         }
         let (mut version, mut declared) = (None, false);
-        self.object(depth, |s, key, depth| {
-            match key {
-                META_PROTOCOL_VERSION => {
-                    version = match s.member(depth)? {
-                        Member::Str(v) => Some(v),
-                        _ => None,
-                    };
+        self.object(
+            depth,
+            &[META_PROTOCOL_VERSION, META_CLIENT_CAPABILITIES],
+            |s, key, depth| {
+                match key {
+                    META_PROTOCOL_VERSION => {
+                        version = match s.member(depth)? {
+                            Member::Str(v) => Some(v),
+                            _ => None,
+                        };
+                    }
+                    META_CLIENT_CAPABILITIES => {
+                        declared = s.object_at(&["extensions", TASKS_EXTENSION], depth)?;
+                    }
+                    _ => s.skip(depth)?,
                 }
-                META_CLIENT_CAPABILITIES => {
-                    declared = s.object_at(&["extensions", TASKS_EXTENSION], depth)?;
-                }
-                _ => s.skip(depth)?,
-            }
-            Some(())
-        })?;
+                Some(())
+            },
+        )?;
         Some(Some((version, declared)))
     }
 
     /// The params object, read as `facts.rs` reads it.
     fn facts(&mut self, depth: usize) -> Option<ReadFacts<'a>> {
         let mut facts = ReadFacts::default();
-        self.object(depth, |s, key, depth| {
+        let known = &["taskId", "_meta", "name", "arguments", "uri", "task"];
+        self.object(depth, known, |s, key, depth| {
             match ReadFacts::routed(key) {
                 Routed::Meta => facts.set_meta(s.meta(depth)?),
                 Routed::Other => s.skip(depth)?,

@@ -22,15 +22,21 @@ pub(crate) fn detailed_json(r: &TaskRecord, result_type: Option<&str>) -> String
         + r.status_message.as_ref().map_or(0, String::len);
     let mut out = String::with_capacity(256 + extra);
     out.push('{');
-    if let Some(rt) = result_type {
-        out.push_str("\"resultType\":");
-        write_json_str(&mut out, rt);
-        out.push(',');
+    match result_type {
+        // The common ones, quoted already.
+        Some("complete") => out.push_str("\"resultType\":\"complete\","),
+        Some("task") => out.push_str("\"resultType\":\"task\","),
+        Some(rt) => {
+            out.push_str("\"resultType\":");
+            write_json_str(&mut out, rt);
+            out.push(',');
+        }
+        None => {}
     }
     out.push_str("\"taskId\":");
     write_json_str(&mut out, &r.id);
     out.push_str(",\"status\":");
-    write_json_str(&mut out, r.status.as_str());
+    out.push_str(quoted_status(r.status));
     if let Some(msg) = &r.status_message {
         out.push_str(",\"statusMessage\":");
         write_json_str(&mut out, msg);
@@ -91,6 +97,17 @@ pub(crate) fn detailed_json(r: &TaskRecord, result_type: Option<&str>) -> String
     out
 }
 
+/// `status.as_str()` as a JSON string (none needs escaping).
+fn quoted_status(status: TaskStatus) -> &'static str {
+    match status {
+        TaskStatus::Working => "\"working\"",
+        TaskStatus::InputRequired => "\"input_required\"",
+        TaskStatus::Completed => "\"completed\"",
+        TaskStatus::Failed => "\"failed\"",
+        TaskStatus::Cancelled => "\"cancelled\"",
+    }
+}
+
 /// The 2026-07-28 body of a record as a value, with `resultType` when
 /// given: [`detailed_json`] parsed.
 pub(crate) fn detailed_value(r: &TaskRecord, result_type: Option<&str>) -> Value {
@@ -105,6 +122,16 @@ mod tests {
     use crate::json::JsonText;
     use crate::protocol::{DetailedTask, InputRequest};
     use crate::store::{Era, PendingInput};
+
+    #[test]
+    fn quoted_statuses_are_the_names_quoted() {
+        use crate::protocol::TaskStatus::*;
+        for status in [Working, InputRequired, Completed, Failed, Cancelled] {
+            let mut quoted = String::new();
+            write_json_str(&mut quoted, status.as_str());
+            assert_eq!(quoted_status(status), quoted);
+        }
+    }
 
     /// The 2026-07-28 view of a record, as the typed model.
     fn detailed(r: &TaskRecord) -> DetailedTask {

@@ -15,6 +15,14 @@ pub(crate) fn rfc3339(ms: i64) -> String {
     }
 }
 
+/// `00` to `99`, two bytes each.
+const PAIRS: &[u8; 200] = b"\
+    0001020304050607080910111213141516171819\
+    2021222324252627282930313233343536373839\
+    4041424344454647484950515253545556575859\
+    6061626364656667686970717273747576777879\
+    8081828384858687888990919293949596979899";
+
 pub(crate) fn rfc3339_digits(ms: i64) -> Option<[u8; 24]> {
     const DAY_MS: i64 = 86_400_000;
     /// Julian day number of 1970-01-01.
@@ -25,20 +33,25 @@ pub(crate) fn rfc3339_digits(ms: i64) -> Option<[u8; 24]> {
     // 0 <= in_day < DAY_MS, so it fits a u32.
     let in_day = u32::try_from(ms.rem_euclid(DAY_MS)).ok()?;
     let mut out = *b"0000-00-00T00:00:00.000Z";
-    let mut put = |at: usize, width: usize, mut n: u32| {
-        for slot in out[at..at + width].iter_mut().rev() {
-            // A digit: `n % 10 < 10`.
-            *slot = b'0' + u8::try_from(n % 10).unwrap_or(0);
-            n /= 10;
+    // Two digits at a time, from a table: a division per pair, not per
+    // digit (every read of a task writes two stamps).
+    let mut pair = |at: usize, n: u32| {
+        let i = (n % 100) as usize * 2;
+        if let (Some(digits), Some(slot)) = (PAIRS.get(i..i + 2), out.get_mut(at..at + 2)) {
+            slot.copy_from_slice(digits);
         }
     };
-    put(0, 4, year);
-    put(5, 2, u32::from(u8::from(month)));
-    put(8, 2, u32::from(day));
-    put(11, 2, in_day / 3_600_000);
-    put(14, 2, in_day / 60_000 % 60);
-    put(17, 2, in_day / 1000 % 60);
-    put(20, 3, in_day % 1000);
+    pair(0, year / 100);
+    pair(2, year);
+    pair(5, u32::from(u8::from(month)));
+    pair(8, u32::from(day));
+    pair(11, in_day / 3_600_000);
+    pair(14, in_day / 60_000 % 60);
+    pair(17, in_day / 1000 % 60);
+    let ms = in_day % 1000;
+    pair(21, ms);
+    // `ms / 100 < 10`: one digit.
+    out[20] = b'0' + u8::try_from(ms / 100).unwrap_or(0);
     Some(out)
 }
 

@@ -91,7 +91,7 @@ impl SlotCopy {
     pub(super) fn into_record(self, id: &str) -> Arc<TaskRecord> {
         match self {
             SlotCopy::Full(r) => r,
-            SlotCopy::Done(d) => Arc::new(d.record(id)),
+            SlotCopy::Done(d) => Arc::new(d.into_record(id)),
         }
     }
 }
