@@ -133,6 +133,20 @@ impl Engine for Postgres {
                 "CREATE INDEX IF NOT EXISTS \"{n}_tool_idx\" \
                  ON {t} (tool_name, created_at_ms, id)",
             ],
+            &[
+                // 7: the claim's index (issue 33). Claims, orphan scans and
+                // the operator's counts of `working` rows walk it in lease
+                // order; it holds `working` rows only, so a claim reads
+                // the few oldest entries whatever the backlog or the
+                // history, instead of a bitmap scan of the status index
+                // that visits every entry `working` rows ever left there
+                // (dead until vacuum: 0.8 ms a claim after 10k tasks, 0.03
+                // ms with this index). It replaces the lease index: a row
+                // has a lease end exactly while it is `working`.
+                "CREATE INDEX IF NOT EXISTS \"{n}_runnable_idx\" ON {t} (lease_until_ms) \
+                 WHERE status = 'working'",
+                "DROP INDEX IF EXISTS \"{n}_lease_idx\"",
+            ],
         ],
         migrations_table: "CREATE TABLE IF NOT EXISTS {m} (
             version bigint PRIMARY KEY,
