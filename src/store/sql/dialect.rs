@@ -36,6 +36,9 @@ pub(crate) struct Dialect {
     pub(crate) contains: &'static str,
     /// A delete of the rows whose ids `{ids}` selects, from `{t}`.
     pub(crate) delete_ids: &'static str,
+    /// Whether concurrent inserts and updates commit together
+    /// (`group.rs`).
+    pub(crate) group_writes: bool,
 }
 
 /// An engine the store runs on.

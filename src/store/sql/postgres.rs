@@ -172,6 +172,9 @@ impl Engine for Postgres {
         contains: "strpos",
         // `= ANY(ARRAY(…))`, as `reap`: a probe of the primary key.
         delete_ids: "DELETE FROM {t} WHERE id = ANY(ARRAY({ids}))",
+        // Notifying commits are serialized until flushed: writes that
+        // come together commit together (issue 33).
+        group_writes: true,
     };
 
     fn rows_affected(result: &PgQueryResult) -> u64 {

@@ -89,6 +89,8 @@ impl Engine for Sqlite {
         arguments: "json_extract(record, '$.arguments')",
         contains: "instr",
         delete_ids: "DELETE FROM {t} WHERE id IN ({ids})",
+        // One writer at a time holds the file anyway.
+        group_writes: false,
     };
 
     fn rows_affected(result: &SqliteQueryResult) -> u64 {
