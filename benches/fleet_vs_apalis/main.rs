@@ -26,6 +26,11 @@
 //!   queued before the workers start, and 5,000 likewise, each drained at
 //!   what rate.
 //!
+//! With `FVA_DB_PID` (the postmaster's or redis-server's pid) each run
+//! also prints the database's CPU per 1,000 tasks (`cpu.rs`). A run in
+//! which no job completes for 10 s (a worker process died or stopped
+//! fetching) is reported `failed`.
+//!
 //! `FVA_ONLY=ours` or `apalis` runs one side; `FVA_ENGINES`, `FVA_JOBS`
 //! and `FVA_WORKERS` (comma-separated) narrow the grid; `FVA_BACKLOG=0`
 //! skips the backlog.
@@ -34,6 +39,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod cpu;
 mod ours;
 mod procs;
 mod side;
@@ -85,7 +91,7 @@ async fn submit(side: &Arc<Side>, first: usize, n: usize, callers: usize) {
 
 /// How long a run may go without a job completing before the bench gives
 /// it up (a worker process died).
-const STALL: Duration = Duration::from_secs(30);
+const STALL: Duration = Duration::from_secs(10);
 
 /// Wait until `n` jobs are complete; the instant the count reached it, or
 /// `None` if the count stalled.
@@ -121,10 +127,15 @@ async fn throughput(side: &Arc<Side>, tasks: usize) -> Option<f64> {
     Some(tasks as f64 / done?.duration_since(started).as_secs_f64())
 }
 
+/// Jobs the latency run submits at `rate`.
+fn latency_jobs(rate: f64) -> usize {
+    ((rate * 3.0) as usize).max(20)
+}
+
 /// Submission to completion (ms, p50 and p99) at `rate` jobs per second
 /// for 3 s, after `first` jobs already done.
 async fn latency(side: &Arc<Side>, rate: f64, first: usize) -> Option<(i64, i64)> {
-    let n = ((rate * 3.0) as usize).max(20);
+    let n = latency_jobs(rate);
     let every = Duration::from_secs_f64(1.0 / rate.max(1.0));
     let mut pace = tokio::time::interval(every);
     pace.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
@@ -155,6 +166,7 @@ async fn measure(
     workers: usize,
     tasks: usize,
 ) -> (Option<f64>, Option<(i64, i64)>) {
+    let cpu = cpu::Cpu::now();
     let side = Arc::new(Side::open(engine, system).await);
     let fleet = procs::Fleet::start(engine, system, side.name(), job, workers);
     let rate = throughput(&side, tasks).await;
@@ -164,6 +176,11 @@ async fn measure(
     };
     fleet.stop();
     side.close().await;
+    if let Some(rate) = rate {
+        let jobs = tasks + latency_jobs(rate * 0.5);
+        let used = cpu::Cpu::now().since(cpu);
+        println!("  {} {}", system.as_str(), used.per_1000(jobs));
+    }
     (rate, lat)
 }
 

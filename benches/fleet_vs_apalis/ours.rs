@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use mcp_task_layer::store::{PostgresStore, RedisOptions, RedisStore, SqlOptions};
 use mcp_task_layer::{
-    Execution, JsonRpcRequest, JsonRpcResponse, TaskLayer, TaskPolicy, TaskStore,
+    Execution, JsonRpcRequest, JsonRpcResponse, Limits, TaskLayer, TaskPolicy, TaskStore,
 };
 use serde_json::{json, Value};
 use sqlx::{AssertSqlSafe, Row};
@@ -34,11 +34,17 @@ pub async fn store(engine: &Engine, name: &str) -> Arc<dyn TaskStore> {
     }
 }
 
-/// A layer over `store` that queues the `work` tool's calls.
+/// A layer over `store` that queues the `work` tool's calls, up to the
+/// backlog run's 100k unfinished tasks of one owner.
 pub fn layer(store: Arc<dyn TaskStore>) -> TaskLayer {
+    let limits = Limits {
+        max_tasks_per_owner: 1_000_000,
+        ..Limits::default()
+    };
     TaskLayer::new(store)
         .with_tool_policy("work", TaskPolicy::Task)
         .with_execution(Execution::Queued)
+        .with_limits(limits)
 }
 
 /// The job: answers at once, or after `sleep_ms`.
