@@ -215,7 +215,7 @@ where
         }
         let mut tx = self
             .writes
-            .begin_with(DB::DIALECT.begin_write)
+            .begin_with(DB::DIALECT.begin_claim)
             .await
             .map_err(backend)?;
         let rows = sqlx::query(sql(&self.sql.claimable))

@@ -76,6 +76,7 @@ impl Engine for Sqlite {
         // Takes the write lock at once: two processes opening one file
         // migrate one after the other.
         begin_write: "BEGIN IMMEDIATE",
+        begin_claim: "BEGIN IMMEDIATE",
         lock_migration: None,
         json_param: "",
         json_column: "record",
