@@ -16,7 +16,7 @@ use super::registry::LocalTask;
 use super::running::Running;
 use super::transition;
 use crate::jsonrpc::{JsonRpcError, JsonRpcRequest, JsonRpcResponse};
-use crate::store::{BoxFuture, Era};
+use crate::store::{BoxFuture, Era, TaskRecord};
 
 /// A handler's future, boxed.
 pub(crate) type InnerFuture<E> = BoxFuture<'static, Result<JsonRpcResponse, E>>;
@@ -24,11 +24,14 @@ pub(crate) type InnerFuture<E> = BoxFuture<'static, Result<JsonRpcResponse, E>>;
 /// How a runner takes a task's handler over: the lease fence it writes
 /// under, when the task was resumed (for the resume-latency metric), and how
 /// many rounds in a row the handler has answered with `requestState` alone.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct HandlerRun {
     fence: u64,
     resumed_at: Option<tokio::time::Instant>,
     state_only: u32,
+    /// The record as this replica last wrote it (a worker's claim): the
+    /// first write of the answer starts from it instead of a read.
+    known: Option<Arc<TaskRecord>>,
 }
 
 impl HandlerRun {
@@ -38,6 +41,15 @@ impl HandlerRun {
             fence,
             resumed_at: None,
             state_only: 0,
+            known: None,
+        }
+    }
+
+    /// The same run, whose task is `record` as this replica just wrote it.
+    pub(crate) fn known(self, record: Arc<TaskRecord>) -> Self {
+        HandlerRun {
+            known: Some(record),
+            ..self
         }
     }
 
@@ -99,7 +111,8 @@ impl Engine {
         };
         drop(first);
         let mut state_only = run.state_only;
-        let next = Box::pin(self.settle(&id, out, &local, run.fence, &mut state_only))
+        let known = run.known.clone();
+        let next = Box::pin(self.settle(&id, out, &local, run.fence, &mut state_only, known))
             .instrument(local.span.clone())
             .await;
         if let Some(at) = run.resumed_at {
@@ -111,6 +124,7 @@ impl Engine {
                 fence: run.fence,
                 resumed_at: None,
                 state_only,
+                known: None,
             };
             self.spawn_runner(svc, id, local, again, run);
         }
@@ -153,6 +167,7 @@ impl Engine {
             fence,
             mut resumed_at,
             mut state_only,
+            mut known,
         } = run;
         let grace = self.cfg.cancel_grace;
         let mut cancelled_at: Option<tokio::time::Instant> = None;
@@ -184,6 +199,8 @@ impl Engine {
                     }
                 },
                 _ = beat.tick(), if cancelled_at.is_none() => {
+                    // A renewal writes a version `known` is not.
+                    known = None;
                     if !self.heartbeat(&id, fence).await {
                         // Cancelled or taken over elsewhere: stop here too.
                         token.cancel();
@@ -202,7 +219,9 @@ impl Engine {
             if let Some(at) = cancelled_at {
                 crate::metrics::cancel_stopped(at.elapsed());
             }
-            let next = self.settle(&id, out, &local, fence, &mut state_only).await;
+            let next = self
+                .settle(&id, out, &local, fence, &mut state_only, known.take())
+                .await;
             if let Some(at) = resumed_at.take() {
                 crate::metrics::resumed(at.elapsed());
             }
@@ -222,11 +241,12 @@ impl Engine {
         local: &LocalTask,
         fence: u64,
         state_only: &mut u32,
+        known: Option<Arc<TaskRecord>>,
     ) -> AfterSettle {
         let answer = HandlerAnswer::from_output(out).bounded(self.cfg.limits.max_result_bytes);
         let rounds = *state_only;
         let settled = self
-            .compare_and_set(id, Reader::Runner, |record| {
+            .compare_and_set_from(id, Reader::Runner, known, |record| {
                 if !self.runs_here(record, fence) {
                     return Ok(Decision::Keep(false));
                 }

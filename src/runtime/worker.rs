@@ -198,7 +198,7 @@ where
                     let Round { won, more } = won.unwrap_or_default();
                     look |= more;
                     for next in won {
-                        self.start_run(&next, &mut runs, &mut claimed);
+                        self.start_run(next, &mut runs, &mut claimed);
                     }
                 }
                 Some(done) = runs.join_next_with_id(), if !runs.is_empty() => {
@@ -323,13 +323,13 @@ where
     /// Run a task this worker claimed.
     fn start_run(
         &self,
-        next: &TaskRecord,
+        next: Arc<TaskRecord>,
         runs: &mut JoinSet<()>,
         claimed: &mut HashMap<tokio::task::Id, Claimed>,
     ) {
         let engine = &self.engine;
-        let local = engine.registry.rerun(next);
-        let mut request = engine.resume_request(next, &local.token);
+        let local = engine.registry.rerun(&next);
+        let mut request = engine.resume_request(&next, &local.token);
         if next.round == 0 {
             // A first run is no resume, as inline.
             request.extensions.remove::<TaskResumeContext>();
@@ -343,7 +343,9 @@ where
             next.id.clone(),
             local,
             fut,
-            HandlerRun::fenced(fence),
+            // The answer is written over the claim without reading it
+            // back first.
+            HandlerRun::fenced(fence).known(Arc::clone(&next)),
         );
         let handle = runs.spawn(run.instrument(span));
         claimed.insert(

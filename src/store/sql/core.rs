@@ -8,8 +8,9 @@ use sqlx::{
 };
 
 use super::dialect::Engine;
+use super::group::{Group, GroupSql, Write};
 use super::operator::{self, Arg, Sql, StatsSql};
-use super::row::{backend, decode, era_name, records, to_i64, Columns};
+use super::row::{backend, bind_row, decode, era_name, records, to_i64, Columns};
 use super::statements::Statements;
 use crate::clock::unix_now_ms;
 use crate::protocol::TaskStatus;
@@ -27,6 +28,9 @@ pub(crate) struct SqlCore<DB: Database> {
     pub(crate) table: String,
     sql: Statements,
     stats: StatsSql,
+    /// Concurrent writes committed together, where the engine does.
+    group: Option<Arc<Group>>,
+    group_sql: GroupSql,
 }
 
 impl<DB> SqlCore<DB>
@@ -44,12 +48,19 @@ where
     pub(crate) fn new(reads: Pool<DB>, writes: Pool<DB>, table: String) -> Self {
         let sql = Statements::new(&DB::DIALECT, &table);
         let stats = StatsSql::new(&DB::DIALECT, &table);
+        let group_sql = GroupSql {
+            insert: Arc::clone(&sql.insert),
+            replace: Arc::clone(&sql.replace),
+            exists: Arc::clone(&sql.exists),
+        };
         SqlCore {
             reads,
             writes,
             table,
             sql,
             stats,
+            group: DB::DIALECT.group_writes.then(Arc::default),
+            group_sql,
         }
     }
 
@@ -106,30 +117,13 @@ where
         tx.commit().await.map_err(backend)
     }
 
-    /// Bind a row's columns as `$1`..`$12`, in the order of `insert`
-    /// (and of `replace`, whose `$13` is the expected version).
-    fn bind_row<'q>(
-        query: sqlx::query::Query<'q, DB, DB::Arguments>,
-        c: &'q Columns,
-    ) -> sqlx::query::Query<'q, DB, DB::Arguments> {
-        query
-            .bind(c.id.as_str())
-            .bind(c.owner.as_deref())
-            .bind(c.era)
-            .bind(c.status)
-            .bind(c.created_at_ms)
-            .bind(c.updated_at_ms)
-            .bind(c.expires_at_ms)
-            .bind(c.version)
-            .bind(c.record.as_str())
-            .bind(c.lease_until_ms)
-            .bind(c.tool_name.as_str())
-            .bind(c.arguments.as_deref())
-    }
-
     pub(crate) async fn create(&self, record: TaskRecord) -> Result<()> {
         let c = Columns::of(record)?;
-        let done = Self::bind_row(sqlx::query(sql(&self.sql.insert)), &c)
+        if let Some(group) = &self.group {
+            return Self::grouped(group.submit(&self.writes, &self.group_sql, Write::Insert(c)))
+                .await;
+        }
+        let done = bind_row(sqlx::query(sql(&self.sql.insert)), &c)
             .execute(&self.writes)
             .await
             .map_err(backend)?;
@@ -158,7 +152,11 @@ where
     pub(crate) async fn replace(&self, record: TaskRecord, expected_version: u64) -> Result<()> {
         let expected = to_i64(expected_version, "expected version")?;
         let c = Columns::of(record)?;
-        let done = Self::bind_row(sqlx::query(sql(&self.sql.replace)), &c)
+        if let Some(group) = &self.group {
+            let write = Write::Replace(c, expected);
+            return Self::grouped(group.submit(&self.writes, &self.group_sql, write)).await;
+        }
+        let done = bind_row(sqlx::query(sql(&self.sql.replace)), &c)
             .bind(expected)
             .execute(&self.writes)
             .await
@@ -177,6 +175,15 @@ where
             Error::Conflict
         } else {
             Error::NotFound
+        })
+    }
+
+    /// The outcome of a grouped write.
+    async fn grouped(answer: tokio::sync::oneshot::Receiver<Result<()>>) -> Result<()> {
+        answer.await.unwrap_or_else(|_| {
+            Err(Error::Backend(
+                "the group commit stopped before answering".into(),
+            ))
         })
     }
 
@@ -210,7 +217,7 @@ where
         }
         let mut tx = self
             .writes
-            .begin_with(DB::DIALECT.begin_write)
+            .begin_with(DB::DIALECT.begin_claim)
             .await
             .map_err(backend)?;
         let rows = sqlx::query(sql(&self.sql.claimable))
@@ -225,7 +232,7 @@ where
             let expected = to_i64(record.version, "expected version")?;
             let next = Arc::new(next);
             let c = Columns::of(TaskRecord::clone(&next))?;
-            let done = Self::bind_row(sqlx::query(sql(&self.sql.replace)), &c)
+            let done = bind_row(sqlx::query(sql(&self.sql.replace)), &c)
                 .bind(expected)
                 .execute(&mut *tx)
                 .await

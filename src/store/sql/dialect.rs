@@ -10,8 +10,10 @@ pub(crate) struct Dialect {
     pub(crate) migrations: &'static [&'static [&'static str]],
     /// The `<table>_migrations` table; `{m}` is its quoted name.
     pub(crate) migrations_table: &'static str,
-    /// How a transaction that writes (a migration, a claim) starts.
+    /// How a transaction that writes (a migration, a group) starts.
     pub(crate) begin_write: &'static str,
+    /// How a claim's transaction starts.
+    pub(crate) begin_claim: &'static str,
     /// A statement taking a transaction-scoped lock keyed by `$1`
     /// (an `i64`), if `begin_write` is not enough for a migration.
     pub(crate) lock_migration: Option<&'static str>,
@@ -38,6 +40,9 @@ pub(crate) struct Dialect {
     pub(crate) search_pattern: fn(&str) -> String,
     /// A delete of the rows whose ids `{ids}` selects, from `{t}`.
     pub(crate) delete_ids: &'static str,
+    /// Whether concurrent inserts and updates commit together
+    /// (`group.rs`).
+    pub(crate) group_writes: bool,
 }
 
 /// An engine the store runs on.

@@ -147,6 +147,7 @@ macro_rules! sql_task_store {
 
 mod core;
 mod dialect;
+mod group;
 mod operator;
 mod options;
 #[cfg(feature = "postgres")]

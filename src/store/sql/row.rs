@@ -90,3 +90,31 @@ where
         })
         .collect()
 }
+
+/// Bind a row's columns as `$1`..`$12`, in the order of `insert` (and of
+/// `replace`, whose `$13` is the expected version).
+pub(super) fn bind_row<'q, DB>(
+    query: sqlx::query::Query<'q, DB, DB::Arguments>,
+    c: &'q Columns,
+) -> sqlx::query::Query<'q, DB, DB::Arguments>
+where
+    DB: sqlx::Database,
+    for<'a> &'a str: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    for<'a> Option<&'a str>: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    for<'a> i64: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    for<'a> Option<i64>: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+{
+    query
+        .bind(c.id.as_str())
+        .bind(c.owner.as_deref())
+        .bind(c.era)
+        .bind(c.status)
+        .bind(c.created_at_ms)
+        .bind(c.updated_at_ms)
+        .bind(c.expires_at_ms)
+        .bind(c.version)
+        .bind(c.record.as_str())
+        .bind(c.lease_until_ms)
+        .bind(c.tool_name.as_str())
+        .bind(c.arguments.as_deref())
+}

@@ -121,6 +121,7 @@ impl Engine for Sqlite {
         // Takes the write lock at once: two processes opening one file
         // migrate one after the other.
         begin_write: "BEGIN IMMEDIATE",
+        begin_claim: "BEGIN IMMEDIATE",
         lock_migration: None,
         json_param: "",
         json_column: "record",
@@ -135,6 +136,8 @@ impl Engine for Sqlite {
                  (SELECT rowid FROM \"{n}_search_fts\" WHERE arguments GLOB {p}))",
         search_pattern: glob_pattern,
         delete_ids: "DELETE FROM {t} WHERE id IN ({ids})",
+        // One writer at a time holds the file anyway.
+        group_writes: false,
     };
 
     fn rows_affected(result: &SqliteQueryResult) -> u64 {

@@ -1,0 +1,275 @@
+//! Group commit: the inserts and compare-and-set updates that callers make
+//! at the same time go out in one transaction (PostgreSQL, issue 33).
+//!
+//! Every write that a client can see fires the table's `NOTIFY` trigger,
+//! and PostgreSQL serializes the commits of notifying transactions under
+//! one lock held until the commit is flushed: one fsync after another, so
+//! a fleet's writes could not outrun the disk however many workers it
+//! had. Writes that arrive while a group is out wait for the next one and
+//! go together: one commit, one flush, for all of them. Each is still its
+//! own statement (an insert or a compare-and-set on the version read), and
+//! each caller's answer comes after the commit, so nothing a caller is
+//! told differs from a write of its own. A write alone goes out alone,
+//! without a transaction, as before.
+
+use std::sync::{Arc, Mutex};
+
+use sqlx::{ColumnIndex, Decode, Encode, Executor, IntoArguments, Pool, Type};
+use tokio::sync::oneshot;
+
+use super::dialect::Engine;
+use super::row::{backend, bind_row, Columns};
+use crate::store::{Error, Result};
+
+/// The most writes one transaction carries.
+const MAX_GROUP: usize = 64;
+
+/// One write: an insert, or an update over the expected version.
+pub(super) enum Write {
+    Insert(Columns),
+    Replace(Columns, i64),
+}
+
+impl Write {
+    fn id(&self) -> &str {
+        match self {
+            Write::Insert(c) | Write::Replace(c, _) => &c.id,
+        }
+    }
+}
+
+type Waiting = (Write, oneshot::Sender<Result<()>>);
+
+/// The writes waiting for the next group, and whether a group is out.
+#[derive(Default)]
+pub(super) struct Group {
+    queue: Mutex<(Vec<Waiting>, bool)>,
+}
+
+impl std::fmt::Debug for Group {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Group").finish_non_exhaustive()
+    }
+}
+
+/// The SQL a group runs.
+#[derive(Clone, Debug)]
+pub(super) struct GroupSql {
+    pub(super) insert: Arc<str>,
+    pub(super) replace: Arc<str>,
+    pub(super) exists: Arc<str>,
+}
+
+impl Group {
+    /// Queue `write`; the first writer while no group is out starts the
+    /// loop that writes groups until none waits (a task of its own, so
+    /// that a caller that goes away strands no one).
+    pub(super) fn submit<DB>(
+        self: &Arc<Self>,
+        pool: &Pool<DB>,
+        sql: &GroupSql,
+        write: Write,
+    ) -> oneshot::Receiver<Result<()>>
+    where
+        DB: Engine,
+        for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+        DB::Arguments: IntoArguments<DB>,
+        for<'a> &'a str: Encode<'a, DB> + Type<DB>,
+        for<'a> String: Encode<'a, DB> + Decode<'a, DB> + Type<DB>,
+        for<'a> Option<&'a str>: Encode<'a, DB> + Type<DB>,
+        for<'a> i64: Encode<'a, DB> + Decode<'a, DB> + Type<DB>,
+        for<'a> Option<i64>: Encode<'a, DB> + Type<DB>,
+        usize: ColumnIndex<DB::Row>,
+    {
+        let (tx, rx) = oneshot::channel();
+        let start = {
+            let mut queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+            queue.0.push((write, tx));
+            !std::mem::replace(&mut queue.1, true)
+        };
+        if start {
+            let (group, pool, sql) = (Arc::clone(self), pool.clone(), sql.clone());
+            tokio::spawn(async move { group.drain(&pool, &sql).await });
+        }
+        rx
+    }
+
+    async fn drain<DB>(&self, pool: &Pool<DB>, sql: &GroupSql)
+    where
+        DB: Engine,
+        for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+        DB::Arguments: IntoArguments<DB>,
+        for<'a> &'a str: Encode<'a, DB> + Type<DB>,
+        for<'a> String: Encode<'a, DB> + Decode<'a, DB> + Type<DB>,
+        for<'a> Option<&'a str>: Encode<'a, DB> + Type<DB>,
+        for<'a> i64: Encode<'a, DB> + Decode<'a, DB> + Type<DB>,
+        for<'a> Option<i64>: Encode<'a, DB> + Type<DB>,
+        usize: ColumnIndex<DB::Row>,
+    {
+        loop {
+            let batch: Vec<Waiting> = {
+                let mut queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+                if queue.0.is_empty() {
+                    queue.1 = false;
+                    return;
+                }
+                let n = queue.0.len().min(MAX_GROUP);
+                queue.0.drain(..n).collect()
+            };
+            let (writes, answers): (Vec<Write>, Vec<_>) = batch.into_iter().unzip();
+            let results = if writes.len() == 1 {
+                vec![one(pool, sql, &writes[0]).await]
+            } else {
+                match together(pool, sql, &writes).await {
+                    Ok(results) => results,
+                    // The commit failed: it may have happened, so each
+                    // caller hears the failure, as of a write of its own.
+                    Err(Failed::Commit(e)) => {
+                        let e = Arc::new(e);
+                        writes
+                            .iter()
+                            .map(|_| Err(Error::Backend(Box::new(SharedError(Arc::clone(&e))))))
+                            .collect()
+                    }
+                    // Rolled back before the commit (one write's statement
+                    // failed, or the connection): each alone, so that each
+                    // caller hears its own outcome.
+                    Err(Failed::Before) => {
+                        let mut results = Vec::with_capacity(writes.len());
+                        for w in &writes {
+                            results.push(one(pool, sql, w).await);
+                        }
+                        results
+                    }
+                }
+            };
+            for (answer, result) in answers.into_iter().zip(results) {
+                let _ = answer.send(result);
+            }
+        }
+    }
+}
+
+/// Run `w` on `exec`: its outcome as the store reports it, or the
+/// database's error.
+async fn apply<'c, DB>(
+    exec: &'c mut DB::Connection,
+    sql: &GroupSql,
+    w: &Write,
+) -> std::result::Result<Result<()>, sqlx::Error>
+where
+    DB: Engine,
+    for<'e> &'e mut DB::Connection: Executor<'e, Database = DB>,
+    DB::Arguments: IntoArguments<DB>,
+    for<'a> &'a str: Encode<'a, DB> + Type<DB>,
+    for<'a> String: Encode<'a, DB> + Decode<'a, DB> + Type<DB>,
+    for<'a> Option<&'a str>: Encode<'a, DB> + Type<DB>,
+    for<'a> i64: Encode<'a, DB> + Decode<'a, DB> + Type<DB>,
+    for<'a> Option<i64>: Encode<'a, DB> + Type<DB>,
+    usize: ColumnIndex<DB::Row>,
+{
+    let q = |s: &Arc<str>| sqlx::query(sqlx::AssertSqlSafe(Arc::clone(s)));
+    match w {
+        Write::Insert(c) => {
+            let done = bind_row(q(&sql.insert), c).execute(&mut *exec).await?;
+            Ok(match DB::rows_affected(&done) {
+                0 => Err(Error::AlreadyExists),
+                _ => Ok(()),
+            })
+        }
+        Write::Replace(c, expected) => {
+            let done = bind_row(q(&sql.replace), c)
+                .bind(*expected)
+                .execute(&mut *exec)
+                .await?;
+            if DB::rows_affected(&done) > 0 {
+                return Ok(Ok(()));
+            }
+            // Lost: tell a missing row from a changed one.
+            let exists = q(&sql.exists)
+                .bind(c.id.as_str())
+                .fetch_optional(&mut *exec)
+                .await?;
+            Ok(Err(if exists.is_some() {
+                Error::Conflict
+            } else {
+                Error::NotFound
+            }))
+        }
+    }
+}
+
+/// `w` alone, on a connection of the pool, outside a transaction.
+async fn one<DB>(pool: &Pool<DB>, sql: &GroupSql, w: &Write) -> Result<()>
+where
+    DB: Engine,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    DB::Arguments: IntoArguments<DB>,
+    for<'a> &'a str: Encode<'a, DB> + Type<DB>,
+    for<'a> String: Encode<'a, DB> + Decode<'a, DB> + Type<DB>,
+    for<'a> Option<&'a str>: Encode<'a, DB> + Type<DB>,
+    for<'a> i64: Encode<'a, DB> + Decode<'a, DB> + Type<DB>,
+    for<'a> Option<i64>: Encode<'a, DB> + Type<DB>,
+    usize: ColumnIndex<DB::Row>,
+{
+    let mut conn = pool.acquire().await.map_err(backend)?;
+    apply::<DB>(&mut conn, sql, w).await.map_err(backend)?
+}
+
+/// How a group's transaction failed.
+enum Failed {
+    /// Before its commit: nothing of it was written.
+    Before,
+    /// At its commit: it may or may not have been written.
+    Commit(sqlx::Error),
+}
+
+/// One commit's failure, told to each of its writers.
+#[derive(Debug)]
+struct SharedError(Arc<sqlx::Error>);
+
+impl std::fmt::Display for SharedError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "the commit of a group of writes failed: {}", self.0)
+    }
+}
+
+impl std::error::Error for SharedError {}
+
+/// `writes` in one transaction, in order; their outcomes once committed.
+async fn together<DB>(
+    pool: &Pool<DB>,
+    sql: &GroupSql,
+    writes: &[Write],
+) -> std::result::Result<Vec<Result<()>>, Failed>
+where
+    DB: Engine,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    DB::Arguments: IntoArguments<DB>,
+    for<'a> &'a str: Encode<'a, DB> + Type<DB>,
+    for<'a> String: Encode<'a, DB> + Decode<'a, DB> + Type<DB>,
+    for<'a> Option<&'a str>: Encode<'a, DB> + Type<DB>,
+    for<'a> i64: Encode<'a, DB> + Decode<'a, DB> + Type<DB>,
+    for<'a> Option<i64>: Encode<'a, DB> + Type<DB>,
+    usize: ColumnIndex<DB::Row>,
+{
+    // Rows are locked in the order of their ids (the writes to one row
+    // in the order they came), so that two groups, of this process or
+    // another, never wait on each other in a cycle.
+    let mut order: Vec<usize> = (0..writes.len()).collect();
+    order.sort_by(|&a, &b| writes[a].id().cmp(writes[b].id()));
+    let mut tx = pool
+        .begin_with(DB::DIALECT.begin_write)
+        .await
+        .map_err(|_| Failed::Before)?;
+    let mut results: Vec<Option<Result<()>>> = (0..writes.len()).map(|_| None).collect();
+    for i in order {
+        let outcome = apply::<DB>(&mut tx, sql, &writes[i]).await;
+        results[i] = Some(outcome.map_err(|_| Failed::Before)?);
+    }
+    tx.commit().await.map_err(Failed::Commit)?;
+    Ok(results
+        .into_iter()
+        .map(|r| r.unwrap_or(Err(Error::Conflict)))
+        .collect())
+}
