@@ -4,7 +4,7 @@
 //!
 //! ```sh
 //! MCP_TASKS_POSTGRES_URL=postgres://... MCP_TASKS_REDIS_URL=redis://... \
-//!   cargo bench -p mcp-task-layer-benches --features apalis --bench fleet_vs_apalis
+//!   cargo run --release --manifest-path benches/apalis/Cargo.toml
 //! ```
 //!
 //! Every worker is a process of its own, as a fleet is deployed: the bench
@@ -36,7 +36,7 @@
 //! skips the backlog.
 #![allow(missing_docs, unreachable_pub)]
 
-#[path = "../support/mod.rs"]
+#[path = "../../support/mod.rs"]
 mod support;
 
 mod cpu;
