@@ -378,11 +378,7 @@ impl Shared {
                          expired, or the gateway restarted since it asked",
                     ));
                 };
-                let answers = req
-                    .params_object()
-                    .and_then(|p| p.get("inputResponses"))
-                    .and_then(Value::as_object);
-                if call.answer(answers) {
+                if answers_missing(&mut call, req) {
                     let questions = call.questions();
                     return self.park(call, owner, None, &req.method, questions);
                 }
@@ -440,11 +436,7 @@ impl Shared {
                             return Err(JsonRpcError::internal("the call was cancelled"));
                         }
                     }
-                    let answers = req
-                        .params_object()
-                        .and_then(|p| p.get("inputResponses"))
-                        .and_then(Value::as_object);
-                    if call.answer(answers) {
+                    if answers_missing(&mut call, req) {
                         // Answers still missing: the same questions again.
                         let questions = call.questions();
                         return self.park(call, owner, handle, &name, questions);
@@ -566,6 +558,16 @@ fn upstream_params(
         },
     };
     Ok((params, sink))
+}
+
+/// Give the resumed `call` the answers of the client's retry `req`
+/// (`inputResponses`); whether some it asked for are still missing.
+fn answers_missing(call: &mut UpstreamCall, req: &JsonRpcRequest) -> bool {
+    let answers = req
+        .params_object()
+        .and_then(|p| p.get("inputResponses"))
+        .and_then(Value::as_object);
+    call.answer(answers)
 }
 
 /// Completes when `token` is cancelled; never without one.
