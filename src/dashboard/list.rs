@@ -223,7 +223,14 @@ pub(crate) fn body(
     now: i64,
 ) -> String {
     let mut out = form(ctx, params, searchable);
-    out.push_str(&table(ctx, tasks, now));
+    if tasks.is_empty() && next.is_some() {
+        // The store's walk stopped at its budget (`WALK_BUDGET`).
+        out.push_str(
+            r#"<p class="muted">No match among the tasks this page read; the next page reads on.</p>"#,
+        );
+    } else {
+        out.push_str(&table(ctx, tasks, now));
+    }
     if let Some(cursor) = next {
         out.push_str(r#"<p class="pager"><a rel="next" href=""#);
         push_esc(

@@ -121,8 +121,8 @@ impl Operator {
     /// One page of the tasks `query` asks for, newest first; hand
     /// [`TaskPage::next`] to [`TaskQuery::after`] for the next one.
     pub async fn list(&self, query: &TaskQuery) -> store::Result<TaskPage> {
-        let tasks = self.ops()?.find(query, self.now_ms()).await?;
-        Ok(TaskPage::of(query, tasks))
+        let found = self.ops()?.find(query, self.now_ms()).await?;
+        Ok(found.into_page(query.page_size()))
     }
 
     /// Task `id`, whoever's it is; `None` if it is unknown or expired.
@@ -223,14 +223,18 @@ impl Operator {
         let Some(batch) = query.terminal_only() else {
             return Ok(0);
         };
-        let batch = batch.limit(MAX_PAGE);
+        let mut batch = batch.limit(MAX_PAGE);
         let ops = self.ops()?;
         let mut purged = 0;
         loop {
-            let n = ops.purge(&batch, self.now_ms()).await?;
-            purged += n;
-            if n < batch.page_size() as u64 {
-                return Ok(purged);
+            let done = ops.purge(&batch, self.now_ms()).await?;
+            purged += done.deleted;
+            match done.walked_to {
+                // The walk stopped at its budget: go on below where it
+                // stopped (what it passed matched nothing left).
+                Some(at) => batch = batch.after(at),
+                None if done.deleted < batch.page_size() as u64 => return Ok(purged),
+                None => {}
             }
         }
     }

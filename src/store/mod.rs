@@ -76,6 +76,7 @@ mod history;
 mod listing;
 mod memory;
 mod operator;
+mod page;
 #[cfg(feature = "redis")]
 mod redis;
 #[cfg(feature = "seal")]
@@ -96,9 +97,9 @@ pub use history::{StatusChange, MAX_HISTORY};
 pub use listing::ListQuery;
 pub use memory::MemoryStore;
 pub use operator::{
-    InvalidCursor, OperatorStore, TaskCursor, TaskPage, TaskQuery, TaskStats, WaitingTask,
-    DEFAULT_PAGE, LONGEST_WAITING, MAX_PAGE,
+    OperatorStore, TaskQuery, TaskStats, WaitingTask, DEFAULT_PAGE, LONGEST_WAITING, MAX_PAGE,
 };
+pub use page::{Found, InvalidCursor, Purged, TaskCursor, TaskPage, WALK_BUDGET};
 #[cfg(feature = "seal")]
 #[cfg_attr(docsrs, doc(cfg(feature = "seal")))]
 pub use sealed::{SealKeyError, SealKeyRing, SealedStore, SEAL_KEY_BYTES};

@@ -13,13 +13,11 @@
 //! move a task from one page to another, and no task is shown twice.
 
 use std::collections::BTreeMap;
-use std::fmt;
-use std::str::FromStr;
-use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Serialize;
 
+use super::page::{Found, Purged, TaskCursor};
 use super::{BoxFuture, EndedCounts, EndedQuery, Result, TaskRecord};
 use crate::protocol::TaskStatus;
 
@@ -252,91 +250,6 @@ impl TaskQuery {
     }
 }
 
-/// Where a page of a listing ends: an opaque text to hand back in
-/// [`TaskQuery::after`] (`Display` writes it, `FromStr` reads it).
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct TaskCursor {
-    created_at_ms: i64,
-    id: String,
-}
-
-impl TaskCursor {
-    /// The cursor just after `record` (newest first).
-    pub fn after_record(record: &TaskRecord) -> Self {
-        TaskCursor {
-            created_at_ms: record.created_at_ms,
-            id: record.id.clone(),
-        }
-    }
-
-    /// The `(created_at_ms, id)` position: the next page holds tasks
-    /// strictly below it.
-    pub fn position(&self) -> (i64, &str) {
-        (self.created_at_ms, &self.id)
-    }
-}
-
-impl fmt::Display for TaskCursor {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut text = String::with_capacity(17 + 2 * self.id.len());
-        crate::hex::push_hex(&mut text, &self.created_at_ms.to_be_bytes());
-        text.push('.');
-        crate::hex::push_hex(&mut text, self.id.as_bytes());
-        f.write_str(&text)
-    }
-}
-
-/// A text that is not a [`TaskCursor`].
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct InvalidCursor;
-
-impl fmt::Display for InvalidCursor {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("not a task listing cursor")
-    }
-}
-
-impl std::error::Error for InvalidCursor {}
-
-impl FromStr for TaskCursor {
-    type Err = InvalidCursor;
-
-    fn from_str(text: &str) -> std::result::Result<Self, InvalidCursor> {
-        let (time, id) = text.split_once('.').ok_or(InvalidCursor)?;
-        let time: [u8; 8] = crate::hex::decode_hex(time)
-            .and_then(|b| b.try_into().ok())
-            .ok_or(InvalidCursor)?;
-        let id = crate::hex::decode_hex(id)
-            .and_then(|b| String::from_utf8(b).ok())
-            .ok_or(InvalidCursor)?;
-        Ok(TaskCursor {
-            created_at_ms: i64::from_be_bytes(time),
-            id,
-        })
-    }
-}
-
-/// One page of a listing.
-#[derive(Clone, Debug)]
-#[non_exhaustive]
-pub struct TaskPage {
-    /// The tasks, newest first.
-    pub tasks: Vec<Arc<TaskRecord>>,
-    /// Where the next page starts; `None` when this one is the last.
-    pub next: Option<TaskCursor>,
-}
-
-impl TaskPage {
-    /// The page `query` asked for, of the tasks a store found for it: the
-    /// next cursor is set when the page is full.
-    pub fn of(query: &TaskQuery, tasks: Vec<Arc<TaskRecord>>) -> Self {
-        let next = (tasks.len() >= query.page_size())
-            .then(|| tasks.last().map(|r| TaskCursor::after_record(r)))
-            .flatten();
-        TaskPage { tasks, next }
-    }
-}
-
 /// A task that waits: for a worker (queued) or for its client's answers.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct WaitingTask {
@@ -480,22 +393,22 @@ fn older(slot: &mut Option<WaitingTask>, id: &str, since_ms: i64) {
 pub trait OperatorStore: Send + Sync {
     /// At most `query.page_size()` live tasks matching `query`, newest
     /// first (by `(created_at_ms, id)`), strictly after its cursor. A store
-    /// must not scan every task for a page when no filter is given: it
-    /// walks an index by creation time.
-    fn find<'a>(
-        &'a self,
-        query: &'a TaskQuery,
-        now_ms: i64,
-    ) -> BoxFuture<'a, Result<Vec<Arc<TaskRecord>>>>;
+    /// must not scan every task for a page: it reads an index of what the
+    /// query names, or walks one by creation time reading at most
+    /// [`WALK_BUDGET`](super::WALK_BUDGET) records, and then says where it
+    /// stopped ([`Found::walked_to`]).
+    fn find<'a>(&'a self, query: &'a TaskQuery, now_ms: i64) -> BoxFuture<'a, Result<Found>>;
 
     /// Counts by status, the queue and the running tasks at `now_ms`.
     fn stats(&self, now_ms: i64) -> BoxFuture<'_, Result<TaskStats>>;
 
     /// Delete at most `query.page_size()` tasks matching `query` that are
     /// terminal (`completed`, `failed`, `cancelled`; never a task that may
-    /// still change); how many it deleted. The caller repeats it until
-    /// fewer come back.
-    fn purge<'a>(&'a self, query: &'a TaskQuery, now_ms: i64) -> BoxFuture<'a, Result<u64>>;
+    /// still change); how many it deleted, and where its walk stopped if
+    /// it stopped at [`WALK_BUDGET`](super::WALK_BUDGET). The caller
+    /// repeats it (after [`Purged::walked_to`] when set) until fewer come
+    /// back from a walk that did not stop.
+    fn purge<'a>(&'a self, query: &'a TaskQuery, now_ms: i64) -> BoxFuture<'a, Result<Purged>>;
 
     /// How many tasks ended in each span of `query`, by how they ended;
     /// optional ([`Error::Unsupported`](super::Error::Unsupported) by
@@ -514,28 +427,5 @@ pub trait OperatorStore: Send + Sync {
     /// searches find nothing.
     fn searches_arguments(&self) -> bool {
         true
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::store::Era;
-
-    #[test]
-    fn cursors_read_back_and_refuse_junk() {
-        let r = TaskRecord::new("id.é", Era::Modern, "t", serde_json::Value::Null, -5, None);
-        let c = TaskCursor::after_record(&r);
-        assert_eq!(c.to_string().parse::<TaskCursor>(), Ok(c));
-        for junk in [
-            "",
-            ".",
-            "zz.00",
-            "0000000000000000",
-            "00.00",
-            "0000000000000000.f",
-        ] {
-            assert_eq!(junk.parse::<TaskCursor>(), Err(InvalidCursor), "{junk:?}");
-        }
     }
 }

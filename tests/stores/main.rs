@@ -35,6 +35,55 @@ async fn memory_store_conforms() {
     conformance::run(|| async { MemoryStore::new() }).await;
 }
 
+/// The memory store walks its creation index for a search: a page reads at
+/// most `WALK_BUDGET` records, so two matches that far apart take more
+/// than one page (the conformance case checks they are all found).
+#[tokio::test]
+async fn memory_search_pages_are_bounded_walks() {
+    let pages = conformance::operator_pages_of_rare_matches_are_bounded(MemoryStore::new()).await;
+    assert!(
+        pages > 1,
+        "a walk past WALK_BUDGET records stops: {pages} page(s)"
+    );
+}
+
+/// A listing of one tool or one owner reads that index, not a walk of
+/// every task: two matches `WALK_BUDGET` tasks apart come on one page.
+#[tokio::test]
+async fn memory_lists_one_tool_or_owner_from_its_index() {
+    use mcp_task_layer::store::{TaskQuery, WALK_BUDGET};
+
+    let store = MemoryStore::new();
+    let ops = store.operator().unwrap();
+    let rare = |id: &str, at: i64| {
+        TaskRecord::new(id, Era::Legacy, "rare", json!({}), at, None)
+            .with_owner(Some("carol".into()))
+    };
+    store.create(rare("old", T0)).await.unwrap();
+    // The index is built at the first operator call, then kept by writes.
+    assert!(ops
+        .find(&TaskQuery::new().limit(1), T0)
+        .await
+        .unwrap()
+        .walked_to
+        .is_none());
+    for i in 1..=WALK_BUDGET + 10 {
+        let r = record(&format!("f{i:05}"), Some("alice"), T0 + i as i64, None);
+        store.create(r).await.unwrap();
+    }
+    let now = T0 + WALK_BUDGET as i64 + 20;
+    store.create(rare("new", now)).await.unwrap();
+    for query in [
+        TaskQuery::new().tool("rare"),
+        TaskQuery::new().owner("carol"),
+    ] {
+        let found = ops.find(&query.limit(10), now).await.unwrap();
+        let ids: Vec<&str> = found.tasks.iter().map(|r| r.id.as_str()).collect();
+        assert_eq!(ids, ["new", "old"]);
+        assert!(found.walked_to.is_none(), "read from its index");
+    }
+}
+
 #[tokio::test]
 async fn connect_memory_and_unknown_urls() {
     let store = mcp_task_layer::store::connect("memory").await.unwrap();
@@ -275,6 +324,8 @@ async fn announces_every_visible_write<S: TaskStore>(store: &S) {
 mod postgres;
 #[cfg(feature = "redis")]
 mod redis;
+#[cfg(feature = "redis")]
+mod redis_tools;
 #[cfg(feature = "sqlite")]
 mod restart;
 #[cfg(feature = "seal")]

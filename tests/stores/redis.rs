@@ -21,6 +21,21 @@ async fn redis_store_conforms() {
     prefixes.drop_all().await;
 }
 
+/// Redis has no index of the arguments' text: a search walks the creation
+/// index, at most `WALK_BUDGET` records a page.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_search_pages_are_bounded_walks() {
+    let Some(url) = url() else { return };
+    let p = Prefixes::new(&url, "walks");
+    let pages =
+        conformance::operator_pages_of_rare_matches_are_bounded(p.store(&p.next()).await).await;
+    assert!(
+        pages > 1,
+        "a walk past WALK_BUDGET records stops: {pages} page(s)"
+    );
+    p.drop_all().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_replicas_act_as_one() {
     let Some(url) = url() else { return };
@@ -119,6 +134,8 @@ async fn redis_expiry_is_exact_and_the_key_ttl_only_a_safety_net() {
             format!("{prefix}:list:modern:=alice"),
             format!("{prefix}:ops:all"),
             format!("{prefix}:ops:st:working"),
+            format!("{prefix}:ops:tool:tool"),
+            format!("{prefix}:ops:tools-indexed"),
             key("forever")
         ],
         "the reaped task left no key and no index entry"
@@ -180,6 +197,11 @@ async fn redis_prefixes_keep_stores_apart() {
         "b's feed has b's write, not a's"
     );
     for key in p.keys().await {
+        // a's mark that its tool indexes are filled is of the store, not
+        // of a task.
+        if key == format!("{pa}:ops:tools-indexed") {
+            continue;
+        }
         assert!(
             key.starts_with(&format!("{pb}:")),
             "{key} outside b's prefix"

@@ -69,7 +69,7 @@ pub async fn operator_counts_ended_tasks_by_when_they_ended<S: TaskStore>(store:
         .purge(&TaskQuery::new().status(TaskStatus::Failed), now)
         .await
         .expect("purge");
-    assert_eq!(purged, 1);
+    assert_eq!(purged.deleted, 1);
     let counts = ops(&store).ended(query).await.expect("ended");
     assert_eq!(counts.totals(), [2, 0, 1]);
 }

@@ -29,6 +29,7 @@ mod ended;
 mod operator;
 mod runnable;
 mod search;
+mod walk;
 
 pub use ended::operator_counts_ended_tasks_by_when_they_ended;
 pub use operator::{
@@ -40,6 +41,7 @@ pub use runnable::{
     claims_take_the_oldest_runnable_once, orphans_are_working_tasks_whose_lease_ran_out,
 };
 pub use search::operator_search_matches_exact_text;
+pub use walk::operator_pages_of_rare_matches_are_bounded;
 
 const T0: i64 = 1_767_225_600_000; // 2026-01-01T00:00:00Z
 
@@ -73,6 +75,7 @@ where
     operator_purges_only_finished_tasks(make().await).await;
     operator_search_matches_exact_text(make().await).await;
     operator_counts_ended_tasks_by_when_they_ended(make().await).await;
+    operator_pages_of_rare_matches_are_bounded(make().await).await;
 }
 
 /// A created record reads back equal (its recovery policy and status

@@ -35,7 +35,14 @@ fn task(id: &str, owner: Option<&str>, tool: &str, status: TaskStatus, created: 
 }
 
 async fn find<S: TaskStore>(store: &S, query: TaskQuery, now_ms: i64) -> Vec<Arc<TaskRecord>> {
-    ops(store).find(&query, now_ms).await.expect("find")
+    let found = ops(store).find(&query, now_ms).await.expect("find");
+    assert!(found.walked_to.is_none(), "a walk this short never stops");
+    found.tasks
+}
+
+async fn page<S: TaskStore>(store: &S, query: &TaskQuery, now_ms: i64) -> TaskPage {
+    let found = ops(store).find(query, now_ms).await.expect("find");
+    found.into_page(query.page_size())
 }
 
 /// Every owner's and era's tasks, newest first (ties by id, descending);
@@ -143,7 +150,7 @@ pub async fn operator_pages_by_cursor<S: TaskStore>(store: S) {
     let mut seen = Vec::new();
     let mut pages = 0;
     loop {
-        let page = TaskPage::of(&query, find(&store, query.clone(), T0).await);
+        let page = page(&store, &query, T0).await;
         pages += 1;
         seen.extend(page.tasks.iter().map(|r| r.id.clone()));
         let Some(next) = page.next else { break };
@@ -169,7 +176,7 @@ pub async fn operator_pages_stay_stable_under_concurrent_writes<S: TaskStore>(st
         let mut query = TaskQuery::new().limit(6);
         let mut seen: Vec<Arc<TaskRecord>> = Vec::new();
         loop {
-            let page = TaskPage::of(&query, find(&store, query.clone(), T0 + 100).await);
+            let page = page(&store, &query, T0 + 100).await;
             seen.extend(page.tasks);
             let Some(next) = page.next else { return seen };
             query = query.after(next);
@@ -335,17 +342,17 @@ pub async fn operator_purges_only_finished_tasks<S: TaskStore>(store: S) {
     }
     let o = ops(&store);
     let unfinished = TaskQuery::new().status(TaskStatus::Working);
-    assert_eq!(o.purge(&unfinished, now).await.expect("purge"), 0);
+    assert_eq!(o.purge(&unfinished, now).await.expect("purge").deleted, 0);
     let one = TaskQuery::new().created_before_ms(T0 + 100).limit(1);
     assert_eq!(
-        o.purge(&one, now).await.expect("purge"),
+        o.purge(&one, now).await.expect("purge").deleted,
         1,
         "a page at most"
     );
     let old = TaskQuery::new().created_before_ms(T0 + 100);
-    assert_eq!(o.purge(&old, now).await.expect("purge"), 1);
+    assert_eq!(o.purge(&old, now).await.expect("purge").deleted, 1);
     let tool = TaskQuery::new().tool("beta");
-    assert_eq!(o.purge(&tool, now).await.expect("purge"), 1);
+    assert_eq!(o.purge(&tool, now).await.expect("purge").deleted, 1);
     for gone in ["done-old", "fail-old", "done-new"] {
         assert!(
             store.get(gone, now).await.expect("get").is_none(),

@@ -3,13 +3,11 @@
 //! stores read an index of patterns, whose wildcards must not leak), and
 //! only while the arguments are stored in clear.
 
-use std::sync::Arc;
-
 use serde_json::json;
 
 use super::{record, T0};
 use crate::protocol::TaskStatus;
-use crate::store::{OperatorStore, TaskQuery, TaskRecord, TaskStore};
+use crate::store::{OperatorStore, TaskQuery, TaskStore};
 
 fn ops<S: TaskStore>(store: &S) -> &dyn OperatorStore {
     store
@@ -18,11 +16,11 @@ fn ops<S: TaskStore>(store: &S) -> &dyn OperatorStore {
 }
 
 async fn found<S: TaskStore>(store: &S, text: &str, now_ms: i64) -> Vec<String> {
-    let page: Vec<Arc<TaskRecord>> = ops(store)
+    let found = ops(store)
         .find(&TaskQuery::new().search(text), now_ms)
         .await
         .expect("find");
-    page.iter().map(|r| r.id.clone()).collect()
+    found.tasks.iter().map(|r| r.id.clone()).collect()
 }
 
 /// A search matches the text exactly: case-sensitive, wildcard

@@ -130,6 +130,10 @@ impl Done {
         self.parts().0
     }
 
+    pub(super) fn tool(&self) -> &str {
+        self.parts().1
+    }
+
     /// The full record again, from a copy taken out of the shard: its
     /// history is handed over, not copied once more.
     // Inlined into a read, as it was when the store was one file (callgrind:

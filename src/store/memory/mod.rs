@@ -96,6 +96,8 @@ struct Shard {
     /// `(created_at_ms, id)` of every record once an operator has asked
     /// (`Inner::keep_created`): its listing walks it newest first.
     created: BTreeSet<(i64, Id)>,
+    /// The same, by tool name: a listing of one tool walks only its own.
+    tools: HashMap<Box<str>, BTreeSet<(i64, Id)>, Hasher64>,
 }
 
 impl Shard {
@@ -108,7 +110,16 @@ impl Shard {
         if let Some(at) = slot.expires_at_ms() {
             self.expiry.remove(&(at, id.clone()));
         }
-        self.created.remove(&(slot.created_at_ms(), id.clone()));
+        let at = (slot.created_at_ms(), id.clone());
+        if self.created.remove(&at) {
+            let tool = slot.tool_name();
+            if let Some(set) = self.tools.get_mut(tool) {
+                set.remove(&at);
+                if set.is_empty() {
+                    self.tools.remove(tool);
+                }
+            }
+        }
         Some(slot)
     }
 }
@@ -180,7 +191,7 @@ impl MemoryStore {
         {
             let mut guard = write(lock);
             let shard = &mut *guard;
-            match shard.tasks.entry(id.clone()) {
+            let slot = match shard.tasks.entry(id.clone()) {
                 Entry::Occupied(_) => return Err(Error::AlreadyExists),
                 Entry::Vacant(v) => v.insert(slot),
             };
@@ -191,7 +202,13 @@ impl MemoryStore {
                 shard.queue.insert((at, id.clone()));
             }
             if self.inner.keep_created.load(Ordering::Acquire) {
+                let tool = Box::from(slot.tool_name());
                 shard.created.insert((created, id.clone()));
+                shard
+                    .tools
+                    .entry(tool)
+                    .or_default()
+                    .insert((created, id.clone()));
             }
         }
         write(self.owner_shard(owner.as_deref()))

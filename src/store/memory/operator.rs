@@ -1,25 +1,27 @@
 //! The operator API of [`MemoryStore`]: listings walk each shard's
-//! creation index newest first, counts read every record.
+//! creation index (or one tool's, or one owner's listing index, the
+//! smallest the query names) newest first, at most [`WALK_BUDGET`] records
+//! a page; counts read every record.
 //!
-//! The creation indexes are built at the first operator call (one pass
-//! over every record, about 100 ms per million) and kept from then on, so
-//! that a store no operator reads spends no memory on them (about 75
-//! bytes per task).
+//! The creation and tool indexes are built at the first operator call (one
+//! pass over every record, about 100 ms per million) and kept from then
+//! on, so that a store no operator reads spends no memory on them (about
+//! 150 bytes per task).
 
+use std::collections::BTreeSet;
 use std::ops::Bound;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 
 use super::id::Id;
 use super::slot::Slot;
 use super::{read, write, Gone, MemoryStore, Shard, LIST_SLACK};
 use crate::store::operator::{OperatorStore, TaskQuery, TaskStats};
-use crate::store::{BoxFuture, EndedCounts, EndedQuery, Result, TaskRecord};
+use crate::store::Era;
+use crate::store::{
+    BoxFuture, EndedCounts, EndedQuery, Found, Purged, Result, TaskCursor, WALK_BUDGET,
+};
 
 impl MemoryStore {
-    /// The next at most `want` `(created_at_ms, id)` positions below
-    /// `upper`, newest first, across shards: each shard's newest `want`,
-    /// merged.
     /// Make sure every record is in its shard's creation index, and that
     /// writes keep it so: the first call indexes what is stored; later
     /// ones return at once.
@@ -31,21 +33,86 @@ impl MemoryStore {
             self.inner.keep_created.store(true, Ordering::Release);
             for lock in self.inner.shards.iter() {
                 let mut shard = write(lock);
-                let Shard { tasks, created, .. } = &mut *shard;
+                let Shard {
+                    tasks,
+                    created,
+                    tools,
+                    ..
+                } = &mut *shard;
                 for (id, slot) in tasks.iter() {
-                    created.insert((slot.created_at_ms(), id.clone()));
+                    let at = (slot.created_at_ms(), id.clone());
+                    let tool = slot.tool_name();
+                    match tools.get_mut(tool) {
+                        Some(set) => set.insert(at.clone()),
+                        None => tools.entry(Box::from(tool)).or_default().insert(at.clone()),
+                    };
+                    created.insert(at);
                 }
             }
         });
     }
 
-    fn positions_below(&self, upper: Option<&(i64, Id)>, want: usize) -> Vec<(i64, Id)> {
+    /// The index a listing for `query` walks: of those the query names
+    /// (one tool's, one owner's), the one with the fewest entries; every
+    /// task's if it names none.
+    fn narrowest<'q>(&self, query: &'q TaskQuery) -> Walk<'q> {
+        let mut best = (usize::MAX, Walk::All);
+        if let Some(tool) = query.tool_name() {
+            let size = self
+                .inner
+                .shards
+                .iter()
+                .map(|lock| read(lock).tools.get(tool).map_or(0, BTreeSet::len));
+            best = (size.sum(), Walk::Tool(tool));
+        }
+        if let Some(owner) = query.owner_key() {
+            let owners = read(self.owner_shard(Some(owner)));
+            let size: usize = [Era::Modern, Era::Legacy]
+                .into_iter()
+                .filter_map(|era| owners.get(&(Some(owner.to_owned()), era)))
+                .map(BTreeSet::len)
+                .sum();
+            if size < best.0 {
+                best = (size, Walk::Owner(owner));
+            }
+        }
+        best.1
+    }
+
+    /// The next at most `want` `(created_at_ms, id)` positions of index
+    /// `walk` below `upper`, newest first: each set's newest `want`,
+    /// merged.
+    fn positions_below(
+        &self,
+        walk: Walk<'_>,
+        upper: Option<&(i64, Id)>,
+        want: usize,
+    ) -> Vec<(i64, Id)> {
         let end = upper.cloned().map_or(Bound::Unbounded, Bound::Excluded);
         let mut batch = Vec::new();
-        for lock in self.inner.shards.iter() {
-            let shard = read(lock);
-            let newest = shard.created.range((Bound::Unbounded, end.clone())).rev();
+        let mut take = |set: &BTreeSet<(i64, Id)>| {
+            let newest = set.range((Bound::Unbounded, end.clone())).rev();
             batch.extend(newest.take(want).cloned());
+        };
+        match walk {
+            Walk::All | Walk::Tool(_) => {
+                for lock in self.inner.shards.iter() {
+                    let shard = read(lock);
+                    match walk {
+                        Walk::Tool(tool) => shard.tools.get(tool).into_iter().for_each(&mut take),
+                        _ => take(&shard.created),
+                    }
+                }
+            }
+            Walk::Owner(owner) => {
+                let owners = read(self.owner_shard(Some(owner)));
+                for era in [Era::Modern, Era::Legacy] {
+                    owners
+                        .get(&(Some(owner.to_owned()), era))
+                        .into_iter()
+                        .for_each(&mut take);
+                }
+            }
         }
         batch.sort_unstable_by(|a, b| b.cmp(a));
         batch.truncate(want);
@@ -54,8 +121,8 @@ impl MemoryStore {
 
     /// The records `query` matches, newest first, walked a batch at a time
     /// from its cursor (or its `created_before`) down to its
-    /// `created_after`.
-    fn find_now(&self, query: &TaskQuery, now_ms: i64) -> Vec<Arc<TaskRecord>> {
+    /// `created_after`, reading at most [`WALK_BUDGET`] records.
+    fn find_now(&self, query: &TaskQuery, now_ms: i64) -> Found {
         self.index_created();
         let limit = query.page_size();
         let mut upper = query.cursor().map(|c| {
@@ -69,26 +136,35 @@ impl MemoryStore {
                 upper = Some(bound);
             }
         }
+        let walk = self.narrowest(query);
         let mut out = Vec::new();
+        let mut read = 0;
         loop {
-            let want = (limit - out.len()).saturating_add(LIST_SLACK);
-            let batch = self.positions_below(upper.as_ref(), want);
+            let want = (limit - out.len())
+                .saturating_add(LIST_SLACK)
+                .min(WALK_BUDGET - read);
+            let batch = self.positions_below(walk, upper.as_ref(), want);
             for (created, id) in &batch {
                 if query.created_after().is_some_and(|after| *created < after) {
-                    return out;
+                    return Found::all(out);
                 }
+                read += 1;
                 // The index is written apart from the record: check the
                 // record found against the query.
-                match self.get_now(id.as_str(), now_ms) {
-                    Some(r) if query.matches(&r, now_ms) => out.push(r),
-                    _ => continue,
+                if let Some(r) = self.get_now(id.as_str(), now_ms) {
+                    if query.matches(&r, now_ms) {
+                        out.push(r);
+                        if out.len() == limit {
+                            return Found::all(out);
+                        }
+                    }
                 }
-                if out.len() == limit {
-                    return out;
+                if read == WALK_BUDGET {
+                    return Found::stopped(out, TaskCursor::at(*created, id.as_str()));
                 }
             }
             if batch.len() < want {
-                return out;
+                return Found::all(out);
             }
             upper = batch.last().cloned();
         }
@@ -133,12 +209,13 @@ impl MemoryStore {
     }
 
     /// Delete what `query` (terminal statuses only) matches, one page.
-    fn purge_now(&self, query: &TaskQuery, now_ms: i64) -> u64 {
+    fn purge_now(&self, query: &TaskQuery, now_ms: i64) -> Purged {
         let Some(query) = query.terminal_only() else {
-            return 0;
+            return Purged::default();
         };
+        let found = self.find_now(&query, now_ms);
         let mut gone: Vec<Gone> = Vec::new();
-        for record in self.find_now(&query, now_ms) {
+        for record in found.tasks {
             let id = Id::new(&record.id);
             let mut shard = write(self.shard(&id));
             // Terminal records never change: the one found is the one
@@ -148,16 +225,26 @@ impl MemoryStore {
                 gone.push(self.gone(&slot, id));
             }
         }
-        self.unindex_owners(gone).len() as u64
+        Purged {
+            deleted: self.unindex_owners(gone).len() as u64,
+            walked_to: found.walked_to,
+        }
     }
 }
 
+/// Which index a listing walks.
+#[derive(Clone, Copy)]
+enum Walk<'q> {
+    /// Every record's, by creation.
+    All,
+    /// One tool's records'.
+    Tool(&'q str),
+    /// One owner's records' (both eras).
+    Owner(&'q str),
+}
+
 impl OperatorStore for MemoryStore {
-    fn find<'a>(
-        &'a self,
-        query: &'a TaskQuery,
-        now_ms: i64,
-    ) -> BoxFuture<'a, Result<Vec<Arc<TaskRecord>>>> {
+    fn find<'a>(&'a self, query: &'a TaskQuery, now_ms: i64) -> BoxFuture<'a, Result<Found>> {
         Box::pin(std::future::ready(Ok(self.find_now(query, now_ms))))
     }
 
@@ -167,7 +254,7 @@ impl OperatorStore for MemoryStore {
         Box::pin(std::future::ready(Ok(self.stats_now(now_ms))))
     }
 
-    fn purge<'a>(&'a self, query: &'a TaskQuery, now_ms: i64) -> BoxFuture<'a, Result<u64>> {
+    fn purge<'a>(&'a self, query: &'a TaskQuery, now_ms: i64) -> BoxFuture<'a, Result<Purged>> {
         Box::pin(std::future::ready(Ok(self.purge_now(query, now_ms))))
     }
 

@@ -49,6 +49,13 @@ impl Slot {
         }
     }
 
+    pub(super) fn tool_name(&self) -> &str {
+        match self {
+            Slot::Full(r) => &r.tool_name,
+            Slot::Done(d) => d.tool(),
+        }
+    }
+
     pub(super) fn expires_at_ms(&self) -> Option<i64> {
         let (created, ttl) = match self {
             Slot::Full(r) => (r.created_at_ms, r.ttl_ms),

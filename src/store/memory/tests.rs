@@ -239,7 +239,7 @@ async fn reaping_most_of_a_burst_gives_the_maps_memory_back() {
     }
 }
 
-/// The creation index costs nothing until an operator asks; from then on
+/// The creation and tool indexes cost nothing until an operator asks; from then on
 /// it holds the records stored before and those written after, and loses
 /// the reaped ones.
 #[tokio::test]
@@ -255,19 +255,26 @@ async fn the_creation_index_is_built_at_the_first_operator_call() {
             .inner
             .shards
             .iter()
-            .map(|s| read(s).created.len())
+            .map(|s| {
+                let s = read(s);
+                s.created.len() + s.tools.values().map(BTreeSet::len).sum::<usize>()
+            })
             .sum()
     };
     let query = TaskQuery::new();
     store.create(make("before", 1)).await.unwrap();
     assert_eq!(indexed(&store), 0, "no operator yet, no index");
-    let found = store.find(&query, 5).await.unwrap();
+    let found = store.find(&query, 5).await.unwrap().tasks;
     assert_eq!(found[0].id, "before");
     store.create(make("after", 2)).await.unwrap();
-    let found = store.find(&query, 5).await.unwrap();
+    let found = store.find(&query, 5).await.unwrap().tasks;
     let ids: Vec<&str> = found.iter().map(|r| r.id.as_str()).collect();
     assert_eq!(ids, ["after", "before"]);
-    assert_eq!(indexed(&store), 2);
+    assert_eq!(
+        indexed(&store),
+        4,
+        "each in the creation and the tool index"
+    );
     assert_eq!(store.delete_expired(100, 10).await.unwrap().len(), 2);
     assert_eq!(indexed(&store), 0, "reaped records leave the index");
 }

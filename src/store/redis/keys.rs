@@ -21,6 +21,12 @@ pub(super) struct Keys {
     pub(super) status_head: String,
     /// ZSET of ended task ids by the time they ended (`updated_at_ms`).
     pub(super) ended: String,
+    /// `<prefix>:ops:tool:` — with a tool name appended, the ZSET of the
+    /// list members of that tool's tasks.
+    pub(super) tool_head: String,
+    /// Set once every task stored before the tool indexes existed is in
+    /// its tool's index (`RedisStore::connect` fills them).
+    pub(super) tools_indexed: String,
 }
 
 impl Keys {
@@ -34,12 +40,19 @@ impl Keys {
             all: format!("{prefix}:ops:all"),
             status_head: format!("{prefix}:ops:st:"),
             ended: format!("{prefix}:ops:ended"),
+            tool_head: format!("{prefix}:ops:tool:"),
+            tools_indexed: format!("{prefix}:ops:tools-indexed"),
         }
     }
 
     /// The operator's index of the tasks in `status`.
     pub(super) fn status(&self, status: crate::protocol::TaskStatus) -> String {
         format!("{}{}", self.status_head, status.as_str())
+    }
+
+    /// The operator's index of the tasks of tool `name`.
+    pub(super) fn tool(&self, name: &str) -> String {
+        format!("{}{name}", self.tool_head)
     }
 
     /// The hash of task `id`. The id is the key's hash tag, so a task's key

@@ -24,6 +24,7 @@ mod keys;
 mod operator;
 mod options;
 mod scripts;
+mod tools;
 
 use feed::Feed;
 use fields::{decode, Fields};
@@ -145,7 +146,7 @@ impl RedisStore {
         for script in scripts.all() {
             script.load_async(&mut conn).await.map_err(backend)?;
         }
-        Ok(RedisStore {
+        let store = RedisStore {
             inner: Arc::new(Inner {
                 client,
                 conn,
@@ -154,7 +155,9 @@ impl RedisStore {
                 feed: Feed::default(),
                 closed: AtomicBool::new(false),
             }),
-        })
+        };
+        store.index_tools().await?;
+        Ok(store)
     }
 
     /// The key prefix.
@@ -220,6 +223,7 @@ impl RedisStore {
             .arg(&k.channel)
             .arg(&k.status_head)
             .arg(f.holder)
+            .arg(k.tool(&record.tool_name))
             .invoke_async(&mut self.conn()?)
             .await
             .map_err(backend)

@@ -1,8 +1,9 @@
 //! The operator API of [`RedisStore`]: listings walk the sorted set of
-//! every task, of one status, or (for one owner) the owner's listing sets
-//! of both eras merged, newest first by their members, which sort as
-//! `(created_at_ms, id)`; the `list` script reads a batch, the rest of the
-//! query is applied here.
+//! every task, of one status, of one tool, or (for one owner) the owner's
+//! listing sets of both eras merged (the smallest the query names), newest
+//! first by their members, which sort as `(created_at_ms, id)`; the `list`
+//! script reads a batch, the rest of the query is applied here, and a walk
+//! reads at most [`WALK_BUDGET`] records a page.
 
 use std::sync::Arc;
 
@@ -13,10 +14,16 @@ use crate::protocol::TaskStatus;
 use crate::store::operator::{
     queued_since_ms, OperatorStore, TaskQuery, TaskStats, WaitingTask, LONGEST_WAITING,
 };
-use crate::store::{BoxFuture, EndedCounts, EndedQuery, Era, Error, Lease, Result, TaskRecord};
+use crate::store::{
+    BoxFuture, EndedCounts, EndedQuery, Error, Found, Lease, Purged, Result, TaskCursor,
+    TaskRecord, WALK_BUDGET,
+};
 
 /// Members read per `list` call beyond what a page still lacks.
 const SLACK: usize = 16;
+
+/// The most records one `list` call reads.
+const MAX_BATCH: usize = 1_000;
 
 /// Every status, in the order `stats` asks for their counts.
 const STATUSES: [TaskStatus; 5] = [
@@ -54,18 +61,8 @@ impl RedisStore {
         rows.iter().map(|json| decode(json)).collect()
     }
 
-    async fn find_records(&self, query: &TaskQuery, now_ms: i64) -> Result<Vec<Arc<TaskRecord>>> {
-        let k = &self.inner.keys;
-        // The narrowest index the query names: one status, one owner (the
-        // sets `tasks/list` reads, one per era), or every task.
-        let indexes = match (query.statuses(), query.owner_key()) {
-            ([one], _) => vec![k.status(*one)],
-            (_, Some(owner)) => vec![
-                k.list(Some(owner), Era::Modern),
-                k.list(Some(owner), Era::Legacy),
-            ],
-            _ => vec![k.all.clone()],
-        };
+    async fn find_records(&self, query: &TaskQuery, now_ms: i64) -> Result<Found> {
+        let indexes = self.narrowest(query).await?;
         // Exclusive upper bounds; the smaller one holds.
         let mut max = "+".to_owned();
         let bounds = [
@@ -85,8 +82,14 @@ impl RedisStore {
             .map_or_else(|| "-".to_owned(), |at| format!("[{}", member(at, "")));
         let limit = query.page_size();
         let mut out = Vec::new();
+        let mut read = 0;
+        // Batches grow while they find little, up to `MAX_BATCH`.
+        let mut grow = 0;
         loop {
-            let want = (limit - out.len()).saturating_add(SLACK);
+            let want = (limit - out.len())
+                .saturating_add(SLACK)
+                .max(grow)
+                .min(WALK_BUDGET - read);
             let mut batch = Vec::new();
             let mut exhausted = true;
             for index in &indexes {
@@ -106,20 +109,26 @@ impl RedisStore {
                 }
             }
             let Some(last) = batch.last() else {
-                return Ok(out);
+                return Ok(Found::all(out));
             };
+            let at = TaskCursor::at(last.created_at_ms, last.id.as_str());
             max = format!("({}", member(last.created_at_ms, &last.id));
+            read += batch.len();
             for record in batch {
                 if query.matches(&record, now_ms) {
                     out.push(Arc::new(record));
                     if out.len() == limit {
-                        return Ok(out);
+                        return Ok(Found::all(out));
                     }
                 }
             }
             if exhausted {
-                return Ok(out);
+                return Ok(Found::all(out));
             }
+            if read >= WALK_BUDGET {
+                return Ok(Found::stopped(out, at));
+            }
+            grow = (want * 2).min(MAX_BATCH);
         }
     }
 
@@ -214,13 +223,16 @@ impl RedisStore {
         Ok(counts)
     }
 
-    async fn purge_records(&self, query: &TaskQuery, now_ms: i64) -> Result<u64> {
+    async fn purge_records(&self, query: &TaskQuery, now_ms: i64) -> Result<Purged> {
         let Some(query) = query.terminal_only() else {
-            return Ok(0);
+            return Ok(Purged::default());
         };
-        let found = self.find_records(&query, now_ms).await?;
-        if found.is_empty() {
-            return Ok(0);
+        let Found { tasks, walked_to } = self.find_records(&query, now_ms).await?;
+        if tasks.is_empty() {
+            return Ok(Purged {
+                deleted: 0,
+                walked_to,
+            });
         }
         let k = &self.inner.keys;
         let mut invocation = self.inner.scripts.purge.key(&k.expiry);
@@ -230,13 +242,14 @@ impl RedisStore {
             .key(&k.ended)
             .arg(&k.task_head)
             .arg(&k.status_head);
-        for record in &found {
+        for record in &tasks {
             invocation.arg(&record.id);
         }
-        invocation
+        let deleted = invocation
             .invoke_async(&mut self.conn()?)
             .await
-            .map_err(backend)
+            .map_err(backend)?;
+        Ok(Purged { deleted, walked_to })
     }
 }
 
@@ -244,11 +257,7 @@ impl RedisStore {
 /// queue and the running tasks read the holder and lease end of every
 /// `working` task under a lease, in the server.
 impl OperatorStore for RedisStore {
-    fn find<'a>(
-        &'a self,
-        query: &'a TaskQuery,
-        now_ms: i64,
-    ) -> BoxFuture<'a, Result<Vec<Arc<TaskRecord>>>> {
+    fn find<'a>(&'a self, query: &'a TaskQuery, now_ms: i64) -> BoxFuture<'a, Result<Found>> {
         Box::pin(self.find_records(query, now_ms))
     }
 
@@ -256,7 +265,7 @@ impl OperatorStore for RedisStore {
         Box::pin(self.stats_now(now_ms))
     }
 
-    fn purge<'a>(&'a self, query: &'a TaskQuery, now_ms: i64) -> BoxFuture<'a, Result<u64>> {
+    fn purge<'a>(&'a self, query: &'a TaskQuery, now_ms: i64) -> BoxFuture<'a, Result<Purged>> {
         Box::pin(self.purge_records(query, now_ms))
     }
 

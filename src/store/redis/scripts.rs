@@ -7,8 +7,9 @@
 //! record's JSON), `exp` (`expires_at_ms`, or empty), `lease` (the lease
 //! end of a `working` task, or empty), `st` (status), `upd`
 //! (`updated_at_ms`), `hold` (the lease holder of a `working` task, or
-//! empty), and `lk`/`lm`, its list index and member there. The
-//! same member is in `<prefix>:ops:all` and in `<prefix>:ops:st:<status>`,
+//! empty), `lk`/`lm`, its list index and member there, and `tk`, its
+//! tool's index. The same member is in `<prefix>:ops:all`, in
+//! `<prefix>:ops:st:<status>` and in `<prefix>:ops:tool:<tool>` (`tk`),
 //! the operator's indexes; an ended task's id is in `<prefix>:ops:ended`
 //! by the time it ended.
 
@@ -18,7 +19,7 @@ use redis::Script;
 /// ended.
 /// ARGV: id, expected version (empty for `create`), version, record, exp,
 /// lease, status, updated, list member, key TTL in ms (or empty), channel,
-/// the status index head, the lease holder (or empty).
+/// the status index head, the lease holder (or empty), the tool's index.
 ///
 /// `create`: 1 if created, 0 if the id exists. Announced only for a task
 /// created queued for a worker (its lease ended before it was made), so
@@ -26,11 +27,12 @@ use redis::Script;
 const CREATE: &str = r"
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 redis.call('HSET', KEYS[1], 'v', ARGV[3], 'rec', ARGV[4], 'exp', ARGV[5], 'lease', ARGV[6],
-    'st', ARGV[7], 'upd', ARGV[8], 'lk', KEYS[4], 'lm', ARGV[9], 'hold', ARGV[13])
+    'st', ARGV[7], 'upd', ARGV[8], 'lk', KEYS[4], 'lm', ARGV[9], 'hold', ARGV[13], 'tk', ARGV[14])
 if ARGV[5] ~= '' then redis.call('ZADD', KEYS[2], ARGV[5], ARGV[1]) end
 if ARGV[6] ~= '' then redis.call('ZADD', KEYS[3], ARGV[6], ARGV[1]) end
 redis.call('ZADD', KEYS[4], 0, ARGV[9])
 redis.call('ZADD', KEYS[5], 0, ARGV[9])
+redis.call('ZADD', ARGV[14], 0, ARGV[9])
 redis.call('ZADD', ARGV[12] .. ARGV[7], 0, ARGV[9])
 if ARGV[7] == 'completed' or ARGV[7] == 'failed' or ARGV[7] == 'cancelled' then
     redis.call('ZADD', KEYS[6], ARGV[8], ARGV[1])
@@ -49,11 +51,12 @@ return 1
 /// client can see; not a lease renewal (a write that moves the lease and
 /// keeps status and `updated_at_ms`), as PostgreSQL's trigger decides.
 const REPLACE: &str = r"
-local old = redis.call('HMGET', KEYS[1], 'v', 'st', 'upd', 'lease', 'lk', 'lm')
+local old = redis.call('HMGET', KEYS[1], 'v', 'st', 'upd', 'lease', 'lk', 'lm', 'tk')
 if not old[1] then return 0 end
 if old[1] ~= ARGV[2] then return 1 end
 redis.call('HSET', KEYS[1], 'v', ARGV[3], 'rec', ARGV[4], 'exp', ARGV[5], 'lease', ARGV[6],
-    'st', ARGV[7], 'upd', ARGV[8], 'lk', KEYS[4], 'lm', ARGV[9], 'hold', ARGV[13])
+    'st', ARGV[7], 'upd', ARGV[8], 'lk', KEYS[4], 'lm', ARGV[9], 'hold', ARGV[13], 'tk', ARGV[14])
+if not old[7] then redis.call('ZADD', ARGV[14], 0, ARGV[9]) end
 if old[5] ~= KEYS[4] or old[6] ~= ARGV[9] then
     if old[5] then redis.call('ZREM', old[5], old[6]) end
     redis.call('ZADD', KEYS[4], 0, ARGV[9])
@@ -82,11 +85,12 @@ return 2
 const DELETE: &str = r"
 local function delete(head, id, sh)
     local key = head .. id .. '}'
-    local index = redis.call('HMGET', key, 'lk', 'lm', 'st')
+    local index = redis.call('HMGET', key, 'lk', 'lm', 'st', 'tk')
     if index[1] then
         redis.call('ZREM', index[1], index[2])
         redis.call('ZREM', KEYS[3], index[2])
         redis.call('ZREM', sh .. index[3], index[2])
+        if index[4] then redis.call('ZREM', index[4], index[2]) end
     end
     redis.call('DEL', key)
     redis.call('ZREM', KEYS[1], id)
@@ -237,6 +241,28 @@ end
 return out
 ";
 
+/// Put tasks stored before the tool indexes existed into them, a batch at
+/// a time. KEYS: all. ARGV: the task key head, the tool index head, the
+/// exclusive lower bound (`-` or `(<member>`), the batch size. The last
+/// member read, or an empty string after the last batch.
+const INDEX_TOOLS: &str = r"
+local batch = redis.call('ZRANGEBYLEX', KEYS[1], ARGV[3], '+', 'LIMIT', 0, tonumber(ARGV[4]))
+for _, m in ipairs(batch) do
+    local key = ARGV[1] .. string.sub(m, 22) .. '}'
+    local r = redis.call('HMGET', key, 'rec', 'tk')
+    if r[1] and not r[2] then
+        local ok, rec = pcall(cjson.decode, r[1])
+        if ok and type(rec) == 'table' and type(rec.tool_name) == 'string' then
+            local tk = ARGV[2] .. rec.tool_name
+            redis.call('ZADD', tk, 0, m)
+            redis.call('HSET', key, 'tk', tk)
+        end
+    end
+end
+if #batch < tonumber(ARGV[4]) then return '' end
+return batch[#batch]
+";
+
 /// The scripts, hashed once per store.
 #[derive(Debug)]
 pub(super) struct Scripts {
@@ -249,6 +275,7 @@ pub(super) struct Scripts {
     pub(super) stats: Script,
     pub(super) fleet: Script,
     pub(super) ended: Script,
+    pub(super) index_tools: Script,
 }
 
 impl Scripts {
@@ -263,11 +290,12 @@ impl Scripts {
             stats: Script::new(STATS),
             fleet: Script::new(FLEET),
             ended: Script::new(ENDED),
+            index_tools: Script::new(INDEX_TOOLS),
         }
     }
 
     /// All of them, to load at connect.
-    pub(super) fn all(&self) -> [&Script; 9] {
+    pub(super) fn all(&self) -> [&Script; 10] {
         [
             &self.create,
             &self.replace,
@@ -278,6 +306,7 @@ impl Scripts {
             &self.stats,
             &self.fleet,
             &self.ended,
+            &self.index_tools,
         ]
     }
 }

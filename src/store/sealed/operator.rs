@@ -1,11 +1,9 @@
 //! The operator API through a [`SealedStore`]: the store underneath
 //! finds, counts and purges; the records it finds are opened here.
 
-use std::sync::Arc;
-
 use super::SealedStore;
 use crate::store::operator::{OperatorStore, TaskQuery, TaskStats};
-use crate::store::{BoxFuture, EndedCounts, EndedQuery, Error, Result, TaskRecord, TaskStore};
+use crate::store::{BoxFuture, EndedCounts, EndedQuery, Error, Found, Purged, Result, TaskStore};
 
 impl<S: TaskStore> SealedStore<S> {
     fn inner_operator(&self) -> Result<&dyn OperatorStore> {
@@ -18,14 +16,11 @@ impl<S: TaskStore> SealedStore<S> {
 /// A search never matches a sealed task: the store underneath holds its
 /// arguments sealed, and searching them would mean opening every record.
 impl<S: TaskStore> OperatorStore for SealedStore<S> {
-    fn find<'a>(
-        &'a self,
-        query: &'a TaskQuery,
-        now_ms: i64,
-    ) -> BoxFuture<'a, Result<Vec<Arc<TaskRecord>>>> {
+    fn find<'a>(&'a self, query: &'a TaskQuery, now_ms: i64) -> BoxFuture<'a, Result<Found>> {
         Box::pin(async move {
-            let found = self.inner_operator()?.find(query, now_ms).await?;
-            Ok(self.open_all(found))
+            let mut found = self.inner_operator()?.find(query, now_ms).await?;
+            found.tasks = self.open_all(std::mem::take(&mut found.tasks));
+            Ok(found)
         })
     }
 
@@ -33,7 +28,7 @@ impl<S: TaskStore> OperatorStore for SealedStore<S> {
         Box::pin(async move { self.inner_operator()?.stats(now_ms).await })
     }
 
-    fn purge<'a>(&'a self, query: &'a TaskQuery, now_ms: i64) -> BoxFuture<'a, Result<u64>> {
+    fn purge<'a>(&'a self, query: &'a TaskQuery, now_ms: i64) -> BoxFuture<'a, Result<Purged>> {
         Box::pin(async move { self.inner_operator()?.purge(query, now_ms).await })
     }
 

@@ -15,7 +15,7 @@ use super::statements::Statements;
 use crate::clock::unix_now_ms;
 use crate::protocol::TaskStatus;
 use crate::store::operator::{TaskQuery, TaskStats, WaitingTask};
-use crate::store::{EndedCounts, EndedQuery, ListQuery};
+use crate::store::{EndedCounts, EndedQuery, Found, ListQuery, Purged};
 use crate::store::{Error, Result, TaskRecord};
 
 /// The store primitives over one engine's pools.
@@ -306,28 +306,24 @@ where
         query
     }
 
-    pub(crate) async fn find(
-        &self,
-        query: &TaskQuery,
-        now_ms: i64,
-    ) -> Result<Vec<Arc<TaskRecord>>> {
+    pub(crate) async fn find(&self, query: &TaskQuery, now_ms: i64) -> Result<Found> {
         let s = operator::find(&DB::DIALECT, &self.table, query, now_ms);
         let rows = Self::bound(&s)
             .fetch_all(&self.reads)
             .await
             .map_err(backend)?;
-        records(&rows)
+        records(&rows).map(Found::all)
     }
 
-    pub(crate) async fn purge(&self, query: &TaskQuery, now_ms: i64) -> Result<u64> {
+    pub(crate) async fn purge(&self, query: &TaskQuery, now_ms: i64) -> Result<Purged> {
         let Some(s) = operator::purge(&DB::DIALECT, &self.table, query, now_ms) else {
-            return Ok(0);
+            return Ok(Purged::default());
         };
         let done = Self::bound(&s)
             .execute(&self.writes)
             .await
             .map_err(backend)?;
-        Ok(DB::rows_affected(&done))
+        Ok(Purged::all(DB::rows_affected(&done)))
     }
 
     /// The `(text, number)` rows of statement `text` at `now_ms`.

@@ -111,10 +111,7 @@ macro_rules! sql_task_store {
                 &'a self,
                 query: &'a $crate::store::TaskQuery,
                 now_ms: i64,
-            ) -> $crate::store::BoxFuture<
-                'a,
-                $crate::store::Result<Vec<std::sync::Arc<$crate::store::TaskRecord>>>,
-            > {
+            ) -> $crate::store::BoxFuture<'a, $crate::store::Result<$crate::store::Found>> {
                 Box::pin(self.core.find(query, now_ms))
             }
 
@@ -130,7 +127,7 @@ macro_rules! sql_task_store {
                 &'a self,
                 query: &'a $crate::store::TaskQuery,
                 now_ms: i64,
-            ) -> $crate::store::BoxFuture<'a, $crate::store::Result<u64>> {
+            ) -> $crate::store::BoxFuture<'a, $crate::store::Result<$crate::store::Purged>> {
                 Box::pin(self.core.purge(query, now_ms))
             }
 
