@@ -7,6 +7,13 @@ floor of any process in the middle), and through `mcp-tasks gateway
     cargo build --release -p mcp-tasks
     cargo build --release -p mcp-task-layer-benches --example line_relay
     MCP_TASKS_PYTHON=... python3 benches/gateway_lat.py 1000 7
+    PIN=1 MCP_TASKS_PYTHON=... python3 benches/gateway_lat.py 1000 5
+
+With PIN=1 every process (this client, the gateway or relay, the
+upstream) runs on one core, the last: no wake-up waits for an idle core
+to come up, so a call's latency is the CPU time of everything on its path,
+and rounds agree within a few percent where the default scheduling
+scatters them by tens of percent on a small shared host.
 
 A 2025-11-25 client sends `tools/call echo` to tests/gateway/upstream.py
 (the Python `mcp` SDK) one at a time: 50 calls to warm up, then N timed;
@@ -68,6 +75,8 @@ def run(argv, n):
 
 def main():
     n, rounds = int(sys.argv[1]), int(sys.argv[2])
+    if os.environ.get("PIN"):
+        os.sched_setaffinity(0, {max(os.sched_getaffinity(0))})
     cmds = paths()
     got = {k: [] for k in cmds}
     for r in range(rounds):
