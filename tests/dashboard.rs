@@ -178,6 +178,46 @@ async fn nobody_gets_in_without_a_token() {
     assert!(stats["by_status"].is_object(), "{stats}");
 }
 
+/// A session signed in on one dashboard process is good on another with
+/// the same tokens (a fleet behind a load balancer, or a restart), with the
+/// same CSRF token; a dashboard with other tokens refuses it; signing out
+/// ends it on the process that saw it.
+#[tokio::test]
+async fn a_session_is_good_on_every_dashboard_with_the_same_tokens() {
+    let layer = layer();
+    let a = serve(layer.operator(), access()).await;
+    let b = serve(layer.operator(), access()).await;
+    let other_tokens = Access::new()
+        .with_full_token("another-full-token-000")
+        .unwrap();
+    let c = serve(layer.operator(), other_tokens).await;
+    let cookie = sign_in(a, FULL).await;
+    let cookie = [("cookie", cookie.as_str())];
+    let on_a = get(a, "/ops/tasks", &cookie).await;
+    let on_b = get(b, "/ops/tasks", &cookie).await;
+    assert_eq!(on_b.status, StatusCode::OK, "{}", on_b.body);
+    assert_eq!(csrf_of(&on_a.body), csrf_of(&on_b.body));
+    assert_eq!(
+        get(c, "/ops/tasks", &cookie).await.status,
+        StatusCode::UNAUTHORIZED
+    );
+    let csrf = csrf_of(&on_b.body);
+    let out = send(
+        b,
+        Method::POST,
+        "/ops/sign-out",
+        &[(CONTENT_TYPE.as_str(), FORM), cookie[0]],
+        &format!("csrf={csrf}"),
+    )
+    .await;
+    assert_eq!(out.status, StatusCode::SEE_OTHER);
+    assert!(out.header("set-cookie").contains("Max-Age=0"));
+    assert_eq!(
+        get(b, "/ops/tasks", &cookie).await.status,
+        StatusCode::UNAUTHORIZED
+    );
+}
+
 /// A task counts in the minute it ended, however long before it started:
 /// the chart reads the store's index of ended tasks (before, it counted
 /// only tasks created in the last hour, and this one not at all).

@@ -109,6 +109,21 @@ impl Access {
         Access::default()
     }
 
+    /// The key that signs session cookies: a SHA-256 of both tokens, so
+    /// that every process given the same tokens signs alike, and a new
+    /// token signs every browser out.
+    pub(crate) fn session_key(&self) -> [u8; 32] {
+        use sha2::Digest;
+        let mut hash = sha2::Sha256::new();
+        hash.update(b"mcp-tasks dashboard sessions v1");
+        for token in [&self.full, &self.read_only] {
+            let token = token.as_deref().unwrap_or_default();
+            hash.update((token.len() as u64).to_be_bytes());
+            hash.update(token.as_bytes());
+        }
+        hash.finalize().into()
+    }
+
     /// The tokens of the environment: the full role's from
     /// [`TOKEN_ENV`] (or the file [`TOKEN_FILE_ENV`] names), the read-only
     /// role's from [`READ_ONLY_TOKEN_ENV`] (or [`READ_ONLY_TOKEN_FILE_ENV`]).

@@ -146,10 +146,11 @@ impl Dashboard {
     /// The router: nest it where the dashboard should live (its links
     /// follow the path it is nested at), or serve it at the root.
     pub fn router(self) -> Router {
+        let sessions = sessions::Sessions::new(&self.access);
         let shared = Arc::new(Shared {
             operator: self.operator,
             access: self.access,
-            sessions: sessions::Sessions::default(),
+            sessions,
             origins: self.origins,
             secure_cookie: self.secure_cookie,
             resync: self.resync,

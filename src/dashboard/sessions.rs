@@ -1,12 +1,20 @@
-//! Browser sessions: the random id a sign-in sets as a cookie, the role it
-//! grants and its CSRF token, kept in this process (a restart signs every
-//! browser out), bounded in number and in age.
+//! Browser sessions, signed rather than stored: a sign-in sets a cookie
+//! that names its role, its end and a random nonce, with an HMAC-SHA-256
+//! of them under a key derived from the dashboard's tokens; its CSRF token
+//! is an HMAC of the nonce. Any process with the same tokens accepts it,
+//! so a fleet of dashboards behind a load balancer (or one restarted)
+//! keeps its browsers signed in; a new token signs every browser out.
+//! Signing out clears the cookie and ends the session on the process that
+//! saw it, until the session would have ended anyway (bounded in number).
 
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use super::access::Role;
+use hmac::{Hmac, KeyInit, Mac};
+use sha2::Sha256;
+
+use super::access::{Access, Role};
 
 /// The session cookie's name.
 pub(crate) const COOKIE: &str = "mcp_tasks_dashboard";
@@ -14,8 +22,9 @@ pub(crate) const COOKIE: &str = "mcp_tasks_dashboard";
 /// How long a session lasts from its sign-in.
 const SESSION_TTL: Duration = Duration::from_secs(12 * 3600);
 
-/// The most sessions kept; the oldest goes first.
-const MAX_SESSIONS: usize = 4096;
+/// The most signed-out sessions remembered; the one ending first goes
+/// first.
+const MAX_ENDED: usize = 4096;
 
 /// One signed-in browser.
 #[derive(Clone, Debug)]
@@ -23,68 +32,131 @@ pub(crate) struct Session {
     pub(crate) role: Role,
     /// Sent back in every form; a `POST` without it is refused.
     pub(crate) csrf: String,
-    started: Instant,
 }
 
-/// Every live session, by id.
-#[derive(Debug, Default)]
+/// The signing key and the sessions signed out here.
 pub(crate) struct Sessions {
-    by_id: Mutex<HashMap<String, Session>>,
+    key: [u8; 32],
+    /// Nonce → the end of its session (Unix seconds).
+    ended: Mutex<HashMap<String, u64>>,
+}
+
+impl std::fmt::Debug for Sessions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sessions").finish_non_exhaustive()
+    }
 }
 
 impl Sessions {
-    /// A new session for `role`: its id (the cookie's value), or `None` if
-    /// the system's random source failed.
+    /// The sessions of a dashboard with `access`'s tokens.
+    pub(crate) fn new(access: &Access) -> Self {
+        Sessions {
+            key: access.session_key(),
+            ended: Mutex::default(),
+        }
+    }
+
+    /// A new session for `role`: the cookie's value, or `None` if the
+    /// system's random source failed.
     pub(crate) fn start(&self, role: Role) -> Option<String> {
-        let id = random_hex()?;
-        let csrf = random_hex()?;
-        let mut map = self.by_id.lock().unwrap_or_else(PoisonError::into_inner);
-        map.retain(|_, s| s.started.elapsed() < SESSION_TTL);
-        if map.len() >= MAX_SESSIONS {
-            let oldest = map
-                .iter()
-                .min_by_key(|(_, s)| s.started)
-                .map(|(id, _)| id.clone());
-            if let Some(oldest) = oldest {
-                map.remove(&oldest);
-            }
-        }
-        let session = Session {
-            role,
-            csrf,
-            started: Instant::now(),
+        self.start_at(role, now_secs())
+    }
+
+    fn start_at(&self, role: Role, now: u64) -> Option<String> {
+        let mut nonce = [0u8; 16];
+        getrandom::fill(&mut nonce).ok()?;
+        let mut value = format!("{}.{}.", role_char(role), now + SESSION_TTL.as_secs());
+        crate::hex::push_hex(&mut value, &nonce);
+        let mac = self
+            .mac(b"session", value.as_bytes())
+            .finalize()
+            .into_bytes();
+        value.push('.');
+        crate::hex::push_hex(&mut value, &mac);
+        Some(value)
+    }
+
+    /// The session a cookie's value names, if it is signed with this
+    /// dashboard's key, has not ended and was not signed out here.
+    pub(crate) fn get(&self, value: &str) -> Option<Session> {
+        self.get_at(value, now_secs())
+    }
+
+    fn get_at(&self, value: &str, now: u64) -> Option<Session> {
+        let (signed, mac) = value.rsplit_once('.')?;
+        let mac = crate::hex::decode_hex(mac)?;
+        self.mac(b"session", signed.as_bytes())
+            .verify_slice(&mac)
+            .ok()?;
+        let mut parts = signed.split('.');
+        let role = match parts.next()? {
+            "f" => Role::Full,
+            "r" => Role::ReadOnly,
+            _ => return None,
         };
-        map.insert(id.clone(), session);
-        Some(id)
-    }
-
-    /// The live session `id`, if any.
-    pub(crate) fn get(&self, id: &str) -> Option<Session> {
-        let mut map = self.by_id.lock().unwrap_or_else(PoisonError::into_inner);
-        match map.get(id) {
-            Some(s) if s.started.elapsed() < SESSION_TTL => Some(s.clone()),
-            Some(_) => {
-                map.remove(id);
-                None
-            }
-            None => None,
+        let ends: u64 = parts.next()?.parse().ok()?;
+        let nonce = parts.next()?;
+        if now >= ends || parts.next().is_some() || self.was_ended(nonce) {
+            return None;
         }
+        let mut csrf = String::with_capacity(64);
+        let tag = self.mac(b"csrf", nonce.as_bytes()).finalize().into_bytes();
+        crate::hex::push_hex(&mut csrf, &tag);
+        Some(Session { role, csrf })
     }
 
-    /// End session `id`.
-    pub(crate) fn end(&self, id: &str) {
-        let mut map = self.by_id.lock().unwrap_or_else(PoisonError::into_inner);
-        map.remove(id);
+    /// End the session a cookie's value names, on this process.
+    pub(crate) fn end(&self, value: &str) {
+        let now = now_secs();
+        if self.get_at(value, now).is_none() {
+            return;
+        }
+        let mut parts = value.split('.').skip(1);
+        let (Some(Ok(ends)), Some(nonce)) = (parts.next().map(str::parse::<u64>), parts.next())
+        else {
+            return;
+        };
+        let mut ended = self.ended.lock().unwrap_or_else(PoisonError::into_inner);
+        ended.retain(|_, end| *end > now);
+        if ended.len() >= MAX_ENDED {
+            let first = ended
+                .iter()
+                .min_by_key(|(_, end)| **end)
+                .map(|(n, _)| n.clone());
+            if let Some(first) = first {
+                ended.remove(&first);
+            }
+        }
+        ended.insert(nonce.to_owned(), ends);
+    }
+
+    fn was_ended(&self, nonce: &str) -> bool {
+        let ended = self.ended.lock().unwrap_or_else(PoisonError::into_inner);
+        ended.contains_key(nonce)
+    }
+
+    /// The MAC of `data` for `purpose` (the two never sign each other's).
+    fn mac(&self, purpose: &[u8], data: &[u8]) -> Hmac<Sha256> {
+        let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(&self.key)
+            .unwrap_or_else(|_| unreachable!("HMAC takes a key of any length"));
+        mac.update(purpose);
+        mac.update(&[0]);
+        mac.update(data);
+        mac
     }
 }
 
-/// 32 random bytes as 64 lowercase hex digits.
-fn random_hex() -> Option<String> {
-    let mut bytes = [0u8; 32];
-    getrandom::fill(&mut bytes).ok()?;
-    let mut text = String::with_capacity(64);
-    crate::hex::push_hex(&mut text, &bytes);
-    Some(text)
+fn role_char(role: Role) -> char {
+    match role {
+        Role::Full => 'f',
+        Role::ReadOnly => 'r',
+    }
+}
+
+fn now_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 /// The session cookie's value among the request's `Cookie` headers.
@@ -99,13 +171,13 @@ pub(crate) fn cookie_value(headers: &http::HeaderMap) -> Option<&str> {
         .map(|(_, value)| value)
 }
 
-/// The `Set-Cookie` value of session `id` on `path`; `None` for the id
-/// clears the cookie.
-pub(crate) fn set_cookie(id: Option<&str>, path: &str, secure: bool) -> String {
+/// The `Set-Cookie` value of session `value` on `path`; `None` clears the
+/// cookie.
+pub(crate) fn set_cookie(value: Option<&str>, path: &str, secure: bool) -> String {
     let secure = if secure { "; Secure" } else { "" };
-    match id {
-        Some(id) => format!(
-            "{COOKIE}={id}; Path={path}; HttpOnly; SameSite=Strict; Max-Age={}{secure}",
+    match value {
+        Some(value) => format!(
+            "{COOKIE}={value}; Path={path}; HttpOnly; SameSite=Strict; Max-Age={}{secure}",
             SESSION_TTL.as_secs()
         ),
         None => format!("{COOKIE}=; Path={path}; HttpOnly; SameSite=Strict; Max-Age=0{secure}"),
@@ -116,16 +188,58 @@ pub(crate) fn set_cookie(id: Option<&str>, path: &str, secure: bool) -> String {
 mod tests {
     use super::*;
 
+    fn access(full: &str) -> Access {
+        Access::new()
+            .with_full_token(full)
+            .unwrap()
+            .with_read_only_token("read-only-token-0123")
+            .unwrap()
+    }
+
     #[test]
     fn sessions_start_read_and_end() {
-        let sessions = Sessions::default();
-        let id = sessions.start(Role::ReadOnly).unwrap();
-        assert_eq!(id.len(), 64);
-        let s = sessions.get(&id).unwrap();
+        let sessions = Sessions::new(&access("full-token-0123456789"));
+        let value = sessions.start(Role::ReadOnly).unwrap();
+        let s = sessions.get(&value).unwrap();
         assert_eq!(s.role, Role::ReadOnly);
-        assert_ne!(s.csrf, id);
-        sessions.end(&id);
-        assert!(sessions.get(&id).is_none());
+        assert_eq!(s.csrf.len(), 64);
+        assert!(
+            !value.contains(&s.csrf),
+            "the CSRF token is not in the cookie"
+        );
+        sessions.end(&value);
+        assert!(sessions.get(&value).is_none());
+    }
+
+    /// Another process with the same tokens accepts the cookie and gives it
+    /// the same CSRF token; other tokens, a changed role or end, and an
+    /// ended session are refused.
+    #[test]
+    fn cookies_are_signed_for_the_tokens_and_end_on_time() {
+        let a = Sessions::new(&access("full-token-0123456789"));
+        let b = Sessions::new(&access("full-token-0123456789"));
+        let other = Sessions::new(&access("full-token-9876543210"));
+        let now = 1_800_000_000;
+        let value = a.start_at(Role::ReadOnly, now).unwrap();
+        let (on_a, on_b) = (
+            a.get_at(&value, now).unwrap(),
+            b.get_at(&value, now).unwrap(),
+        );
+        assert_eq!((on_a.role, &on_a.csrf), (on_b.role, &on_b.csrf));
+        assert!(
+            other.get_at(&value, now).is_none(),
+            "another dashboard's key"
+        );
+        let forged = format!("f{}", &value[1..]);
+        assert!(a.get_at(&forged, now).is_none(), "a role written in");
+        let ends = now + SESSION_TTL.as_secs();
+        let later = value.replacen(&ends.to_string(), &(ends + 1).to_string(), 1);
+        assert!(a.get_at(&later, now).is_none(), "an end written in");
+        assert!(a.get_at(&value, ends - 1).is_some());
+        assert!(a.get_at(&value, ends).is_none(), "ended");
+        for junk in ["", ".", "f.1.2.3", "x.y", &value[..value.len() - 2]] {
+            assert!(a.get_at(junk, now).is_none(), "{junk:?}");
+        }
     }
 
     #[test]
