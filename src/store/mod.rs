@@ -112,7 +112,7 @@ pub use sql::PostgresStore;
 pub use sql::SqliteStore;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 #[cfg_attr(docsrs, doc(cfg(any(feature = "sqlite", feature = "postgres"))))]
-pub use sql::{InvalidTableName, SqlOptions, DEFAULT_TABLE};
+pub use sql::{InvalidTableName, SqlOptions, DEFAULT_PAGE_TIME, DEFAULT_TABLE};
 
 /// A change a store reports through [`TaskStore::changes`].
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -14,6 +14,36 @@ async fn postgres_store_conforms() {
     tables.drop_all().await;
 }
 
+/// A page that would read past its time is read as a walk of at most
+/// `WALK_BUDGET` rows (`with_page_time_limit`; zero walks at once): every
+/// check of the kit holds that way too, and two matches that far apart
+/// take more than one page.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_pages_read_as_bounded_walks_conform() {
+    let Some(url) = url() else { return };
+    let tables = Tables::new(&url, "walks");
+    let t = &tables;
+    let walking = move |table: String| {
+        let url = url.clone();
+        async move {
+            let options = SqlOptions::new()
+                .with_table(table)
+                .unwrap()
+                .with_max_connections(4)
+                .with_page_time_limit(std::time::Duration::ZERO);
+            PostgresStore::connect_with(&url, options).await.unwrap()
+        }
+    };
+    conformance::run(|| walking(t.next())).await;
+    let pages =
+        conformance::operator_pages_of_rare_matches_are_bounded(walking(t.next()).await).await;
+    assert!(
+        pages > 1,
+        "a walk past WALK_BUDGET rows stops: {pages} page(s)"
+    );
+    tables.drop_all().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_replicas_act_as_one() {
     let Some(url) = url() else { return };

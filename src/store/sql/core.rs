@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use sqlx::{
     AssertSqlSafe, ColumnIndex, Database, Decode, Encode, Executor, IntoArguments, Pool, Row, Type,
@@ -10,12 +11,13 @@ use sqlx::{
 use super::dialect::Engine;
 use super::group::{Group, GroupSql, Write};
 use super::operator::{self, Arg, Sql, StatsSql};
+use super::options::DEFAULT_PAGE_TIME;
 use super::row::{backend, bind_row, decode, era_name, records, to_i64, Columns};
 use super::statements::Statements;
 use crate::clock::unix_now_ms;
 use crate::protocol::TaskStatus;
 use crate::store::operator::{TaskQuery, TaskStats, WaitingTask};
-use crate::store::{EndedCounts, EndedQuery, Found, ListQuery, Purged};
+use crate::store::{EndedCounts, EndedQuery, Found, ListQuery, Purged, TaskCursor};
 use crate::store::{Error, Result, TaskRecord};
 
 /// The store primitives over one engine's pools.
@@ -31,6 +33,8 @@ pub(crate) struct SqlCore<DB: Database> {
     /// Concurrent writes committed together, where the engine does.
     group: Option<Arc<Group>>,
     group_sql: GroupSql,
+    /// How long an operator's page may read before it is walked instead.
+    page_time: Duration,
 }
 
 impl<DB> SqlCore<DB>
@@ -45,6 +49,13 @@ where
     for<'a> Option<i64>: Encode<'a, DB> + Type<DB>,
     usize: ColumnIndex<DB::Row>,
 {
+    /// How long an operator's page may read before it is read as a
+    /// bounded walk instead (`SqlOptions::with_page_time_limit`).
+    pub(crate) fn with_page_time(mut self, limit: Duration) -> Self {
+        self.page_time = limit;
+        self
+    }
+
     pub(crate) fn new(reads: Pool<DB>, writes: Pool<DB>, table: String) -> Self {
         let sql = Statements::new(&DB::DIALECT, &table);
         let stats = StatsSql::new(&DB::DIALECT, &table);
@@ -61,6 +72,7 @@ where
             stats,
             group: DB::DIALECT.group_writes.then(Arc::default),
             group_sql,
+            page_time: DEFAULT_PAGE_TIME,
         }
     }
 
@@ -306,13 +318,67 @@ where
         query
     }
 
+    /// One page of `query`. Where the engine bounds a statement's time,
+    /// a page that runs past [`page_time`](Self::with_page_time) (a search
+    /// many old rows match, a sort of many rows) is cancelled and read
+    /// again as a walk of at most `WALK_BUDGET` rows of the creation index.
     pub(crate) async fn find(&self, query: &TaskQuery, now_ms: i64) -> Result<Found> {
         let s = operator::find(&DB::DIALECT, &self.table, query, now_ms);
-        let rows = Self::bound(&s)
-            .fetch_all(&self.reads)
+        let Some(begin) = DB::DIALECT.begin_timed_page else {
+            let rows = Self::bound(&s)
+                .fetch_all(&self.reads)
+                .await
+                .map_err(backend)?;
+            return records(&rows).map(Found::all);
+        };
+        if self.page_time.is_zero() {
+            return self.walk(query, now_ms).await;
+        }
+        let ms = self.page_time.as_millis().max(1).to_string();
+        let begin = AssertSqlSafe(begin.replace("{ms}", &ms));
+        let mut tx = self.reads.begin_with(begin).await.map_err(backend)?;
+        match Self::bound(&s).fetch_all(&mut *tx).await {
+            Ok(rows) => {
+                tx.commit().await.map_err(backend)?;
+                records(&rows).map(Found::all)
+            }
+            Err(e) if is_code(&e, DB::DIALECT.timed_out) => {
+                let _ = tx.rollback().await;
+                self.walk(query, now_ms).await
+            }
+            Err(e) => Err(backend(e)),
+        }
+    }
+
+    /// The page of `query` among the next `WALK_BUDGET` rows of the
+    /// creation index below its cursor, and where that walk ended if the
+    /// page is short of full.
+    async fn walk(&self, query: &TaskQuery, now_ms: i64) -> Result<Found> {
+        let d = &DB::DIALECT;
+        let mut tx = self.reads.begin_with(d.begin_walk).await.map_err(backend)?;
+        let end = operator::walk_end(&self.table, query);
+        let end: Option<(i64, String)> = match Self::bound(&end)
+            .fetch_optional(&mut *tx)
             .await
-            .map_err(backend)?;
-        records(&rows).map(Found::all)
+            .map_err(backend)?
+        {
+            Some(row) => Some((
+                row.try_get(0).map_err(backend)?,
+                row.try_get(1).map_err(backend)?,
+            )),
+            None => None,
+        };
+        let bound = end.as_ref().map(|(at, id)| (*at, id.as_str()));
+        let s = operator::find_down_to(d, &self.table, query, now_ms, bound);
+        let rows = Self::bound(&s).fetch_all(&mut *tx).await.map_err(backend)?;
+        tx.commit().await.map_err(backend)?;
+        let tasks = records(&rows)?;
+        Ok(match end {
+            Some((at, id)) if tasks.len() < query.page_size() => {
+                Found::stopped(tasks, TaskCursor::at(at, id))
+            }
+            _ => Found::all(tasks),
+        })
     }
 
     pub(crate) async fn purge(&self, query: &TaskQuery, now_ms: i64) -> Result<Purged> {
@@ -405,6 +471,13 @@ where
             running_by_holder: self.counts(&q.running, now_ms).await?,
         })
     }
+}
+
+/// Whether `e` is the database's error `code`.
+fn is_code(e: &sqlx::Error, code: &str) -> bool {
+    e.as_database_error()
+        .and_then(|d| d.code())
+        .is_some_and(|c| c == code)
 }
 
 fn sql(s: &Arc<str>) -> AssertSqlSafe<Arc<str>> {

@@ -14,6 +14,15 @@ pub(crate) struct Dialect {
     pub(crate) begin_write: &'static str,
     /// How a claim's transaction starts.
     pub(crate) begin_claim: &'static str,
+    /// How an operator's page starts when the engine can bound its time:
+    /// `{ms}` is the bound. A page that runs past it is read again as a
+    /// bounded walk (`begin_walk`). `None`: pages are read as they come.
+    pub(crate) begin_timed_page: Option<&'static str>,
+    /// How that bounded walk's transaction starts: index walks only, no
+    /// bitmap of every candidate.
+    pub(crate) begin_walk: &'static str,
+    /// The error code of a statement cancelled by the time bound.
+    pub(crate) timed_out: &'static str,
     /// A statement taking a transaction-scoped lock keyed by `$1`
     /// (an `i64`), if `begin_write` is not enough for a migration.
     pub(crate) lock_migration: Option<&'static str>,

@@ -154,7 +154,7 @@ mod row;
 mod sqlite;
 mod statements;
 
-pub use options::{InvalidTableName, SqlOptions, DEFAULT_TABLE};
+pub use options::{InvalidTableName, SqlOptions, DEFAULT_PAGE_TIME, DEFAULT_TABLE};
 #[cfg(feature = "postgres")]
 pub use postgres::PostgresStore;
 #[cfg(feature = "sqlite")]

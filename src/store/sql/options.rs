@@ -1,6 +1,7 @@
 //! [`SqlOptions`]: the table and pool of a SQL store, and its name's rules.
 
 use std::fmt;
+use std::time::Duration;
 
 use crate::store::Result;
 
@@ -26,7 +27,12 @@ pub struct SqlOptions {
     pub(crate) table: String,
     pub(crate) max_connections: Option<u32>,
     pub(crate) migrate: bool,
+    pub(crate) page_time: Duration,
 }
+
+/// How long an operator's page may read PostgreSQL by default before it
+/// is read as a bounded walk instead.
+pub const DEFAULT_PAGE_TIME: Duration = Duration::from_millis(30);
 
 impl Default for SqlOptions {
     fn default() -> Self {
@@ -34,6 +40,7 @@ impl Default for SqlOptions {
             table: DEFAULT_TABLE.to_owned(),
             max_connections: None,
             migrate: true,
+            page_time: DEFAULT_PAGE_TIME,
         }
     }
 }
@@ -72,6 +79,21 @@ impl SqlOptions {
     #[must_use]
     pub fn with_migrations(mut self, run: bool) -> Self {
         self.migrate = run;
+        self
+    }
+
+    /// How long one page of an operator's listing may read PostgreSQL
+    /// (default [`DEFAULT_PAGE_TIME`], 30 ms) before it is cancelled
+    /// (`statement_timeout`) and read instead as a walk of at most
+    /// [`WALK_BUDGET`](crate::store::WALK_BUDGET) rows of the creation
+    /// index, which may end short of a full page and says where
+    /// ([`Found::walked_to`](crate::store::Found::walked_to)): the plans
+    /// a search or a large owner can take (every candidate of the trigram
+    /// index, sorted) are not bounded by the page. `Duration::ZERO` walks
+    /// at once. SQLite reads every page as it comes.
+    #[must_use]
+    pub fn with_page_time_limit(mut self, limit: Duration) -> Self {
+        self.page_time = limit;
         self
     }
 

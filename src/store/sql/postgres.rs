@@ -198,6 +198,13 @@ impl Engine for Postgres {
         // a claim with 1,000 queued (auto_explain, issue 33), growing
         // with the backlog. One statement more in the same round trip.
         begin_claim: "BEGIN; SET LOCAL enable_bitmapscan = off",
+        // An operator's page that a search (or a sort of many rows) makes
+        // long is cancelled and read again as a walk of at most
+        // WALK_BUDGET rows of the creation index (issue 30).
+        begin_timed_page: Some("BEGIN READ ONLY; SET LOCAL statement_timeout = {ms}"),
+        begin_walk: "BEGIN READ ONLY; SET LOCAL enable_bitmapscan = off",
+        // query_canceled
+        timed_out: "57014",
         // Replicas starting together take turns; released at commit.
         lock_migration: Some("SELECT pg_advisory_xact_lock($1)"),
         json_param: "::json",
@@ -319,7 +326,9 @@ impl PostgresStore {
             .await
             .map_err(|e| Error::Backend(Box::new(e)))?;
         let store = PostgresStore {
-            core: Arc::new(SqlCore::new(pool.clone(), pool, options.table)),
+            core: Arc::new(
+                SqlCore::new(pool.clone(), pool, options.table).with_page_time(options.page_time),
+            ),
             feed: Arc::default(),
         };
         if options.migrate {

@@ -122,6 +122,9 @@ impl Engine for Sqlite {
         // migrate one after the other.
         begin_write: "BEGIN IMMEDIATE",
         begin_claim: "BEGIN IMMEDIATE",
+        begin_timed_page: None,
+        begin_walk: "BEGIN",
+        timed_out: "",
         lock_migration: None,
         json_param: "",
         json_column: "record",
