@@ -28,6 +28,80 @@ async fn sqlite_memory_store_conforms() {
     conformance::run(|| async { SqliteStore::connect("sqlite::memory:").await.unwrap() }).await;
 }
 
+/// With no time for a page (zero) every page is read as a bounded walk:
+/// every check of the kit holds that way, and two matches 5,000 tasks
+/// apart take more than one page.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_pages_read_as_bounded_walks_conform() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = AtomicUsize::new(0);
+    let store = || {
+        let path = dir
+            .path()
+            .join(format!("w{}.db", n.fetch_add(1, Ordering::SeqCst)));
+        async move {
+            let options = SqlOptions::new().with_page_time_limit(std::time::Duration::ZERO);
+            SqliteStore::connect_with(&format!("sqlite:{}", path.display()), options)
+                .await
+                .unwrap()
+        }
+    };
+    conformance::run(store).await;
+    let pages = conformance::operator_pages_of_rare_matches_are_bounded(store().await).await;
+    assert!(pages > 1, "a walk stops: {pages} page(s)");
+}
+
+/// A page that runs past its time is interrupted (a progress handler) and
+/// read as a walk of 2,000 rows: 100 old tasks of 3,000 match, and the
+/// index finds them, but with 1 ns for the page its read is interrupted
+/// after 1,000 steps of SQLite's machine, and the walk of the newest
+/// 2,000 finds none and names where to go on. Later reads on the same
+/// connections (a count of every row) are not interrupted by the page
+/// that left them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_interrupts_a_page_past_its_time_and_walks() {
+    use mcp_task_layer::store::TaskQuery;
+
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite:{}", dir.path().join("timed.db").display());
+    let quick = SqliteStore::connect(&url).await.unwrap();
+    for i in 0..3_000_i64 {
+        let word = if i < 100 { "zebra" } else { "horse" };
+        let id = format!("t{i:04}");
+        let r = TaskRecord::new(&id, Era::Modern, "t", json!({ "w": word }), T0 + i, None);
+        quick.create(r).await.unwrap();
+    }
+    let query = TaskQuery::new().search("zebra").limit(10);
+    let found = quick.operator().unwrap().find(&query, T0).await.unwrap();
+    assert_eq!(found.tasks.len(), 10, "in time: from the index");
+    let options = SqlOptions::new().with_page_time_limit(std::time::Duration::from_nanos(1));
+    let timed = SqliteStore::connect_with(&url, options).await.unwrap();
+    let found = timed.operator().unwrap().find(&query, T0).await.unwrap();
+    assert!(
+        found.tasks.is_empty(),
+        "interrupted, then the walk of the newest 2,000"
+    );
+    let next = found.walked_to.expect("the walk names where it stopped");
+    assert_eq!(next.position(), (T0 + 1_000, "t1000"));
+    let rest = timed
+        .operator()
+        .unwrap()
+        .find(&query.after(next), T0)
+        .await
+        .unwrap();
+    assert_eq!(rest.tasks.len(), 10, "the next walk reaches them");
+    // `stats` reads every row (thousands of steps) on the same pool.
+    for _ in 0..8 {
+        let stats = timed.operator().unwrap().stats(T0).await;
+        assert_eq!(
+            stats
+                .expect("not interrupted")
+                .count(mcp_task_layer::TaskStatus::Working),
+            3_000
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_stores_on_one_file_act_as_one() {
     let dir = tempfile::tempdir().unwrap();

@@ -1,6 +1,7 @@
 //! [`SqlCore`]: the store primitives, written once for both engines.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -318,36 +319,50 @@ where
         query
     }
 
-    /// One page of `query`. Where the engine bounds a statement's time,
-    /// a page that runs past [`page_time`](Self::with_page_time) (a search
-    /// many old rows match, a sort of many rows) is cancelled and read
-    /// again as a walk of at most `WALK_BUDGET` rows of the creation index.
+    /// One page of `query`, read within [`page_time`](Self::with_page_time)
+    /// (PostgreSQL: a `statement_timeout`; SQLite: a progress handler); a
+    /// page that runs past it (a search many old rows match, a sort of
+    /// many rows) is read again as a bounded walk of the creation index.
     pub(crate) async fn find(&self, query: &TaskQuery, now_ms: i64) -> Result<Found> {
-        let s = operator::find(&DB::DIALECT, &self.table, query, now_ms);
-        let Some(begin) = DB::DIALECT.begin_timed_page else {
-            let rows = Self::bound(&s)
-                .fetch_all(&self.reads)
-                .await
-                .map_err(backend)?;
-            return records(&rows).map(Found::all);
-        };
+        let d = &DB::DIALECT;
         if self.page_time.is_zero() {
             return self.walk(query, now_ms).await;
         }
-        let ms = self.page_time.as_millis().max(1).to_string();
-        let begin = AssertSqlSafe(begin.replace("{ms}", &ms));
-        let mut tx = self.reads.begin_with(begin).await.map_err(backend)?;
-        match Self::bound(&s).fetch_all(&mut *tx).await {
-            Ok(rows) => {
-                tx.commit().await.map_err(backend)?;
-                records(&rows).map(Found::all)
-            }
-            Err(e) if is_code(&e, DB::DIALECT.timed_out) => {
-                let _ = tx.rollback().await;
-                self.walk(query, now_ms).await
-            }
+        let s = operator::find(d, &self.table, query, now_ms);
+        let read = match d.begin_timed_page {
+            Some(begin) => self.timed_transaction(begin, &s).await,
+            None => self.timed_connection(&s).await,
+        };
+        match read {
+            Ok(rows) => records(&rows).map(Found::all),
+            Err(e) if is_code(&e, d.timed_out) => self.walk(query, now_ms).await,
             Err(e) => Err(backend(e)),
         }
+    }
+
+    /// `s` in a transaction that `begin` (with `{ms}`) bounds in time.
+    async fn timed_transaction(
+        &self,
+        begin: &str,
+        s: &Sql,
+    ) -> std::result::Result<Vec<DB::Row>, sqlx::Error> {
+        let ms = self.page_time.as_millis().max(1).to_string();
+        let begin = AssertSqlSafe(begin.replace("{ms}", &ms));
+        let mut tx = self.reads.begin_with(begin).await?;
+        // An error drops the transaction, which rolls it back.
+        let rows = Self::bound(s).fetch_all(&mut *tx).await?;
+        tx.commit().await?;
+        Ok(rows)
+    }
+
+    /// `s` on a connection the engine bounds in time (`limit_time`).
+    async fn timed_connection(&self, s: &Sql) -> std::result::Result<Vec<DB::Row>, sqlx::Error> {
+        let mut conn = self.reads.acquire().await?;
+        let armed = Arc::new(AtomicBool::new(true));
+        // Disarmed however this ends: read, failed or dropped.
+        let _disarm = Disarm(Arc::clone(&armed));
+        DB::limit_time(&mut conn, self.page_time, armed).await?;
+        Self::bound(s).fetch_all(&mut *conn).await
     }
 
     /// The page of `query` among the next `WALK_BUDGET` rows of the
@@ -470,6 +485,15 @@ where
                 .collect(),
             running_by_holder: self.counts(&q.running, now_ms).await?,
         })
+    }
+}
+
+/// Clears a time bound's flag when dropped.
+struct Disarm(Arc<AtomicBool>);
+
+impl Drop for Disarm {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Relaxed);
     }
 }
 

@@ -44,6 +44,10 @@ pub(crate) struct Dialect {
     /// makes, `{t}` the quoted table name and `{n}` the bare one. It reads
     /// an index of the arguments' text (trigrams), not every row.
     pub(crate) search: &'static str,
+    /// The same condition read on each row (`arguments`), for a walk:
+    /// the rows are few, and an index of the text would read every
+    /// candidate.
+    pub(crate) search_row: &'static str,
     /// The pattern `search` matches against, of the text searched for:
     /// the text with the engine's wildcards escaped, between wildcards.
     pub(crate) search_pattern: fn(&str) -> String,
@@ -58,4 +62,18 @@ pub(crate) struct Dialect {
 pub(crate) trait Engine: Database {
     const DIALECT: Dialect;
     fn rows_affected(result: &Self::QueryResult) -> u64;
+
+    /// Interrupt the statements `conn` runs from now on once `limit` has
+    /// passed, failing them with `DIALECT.timed_out`, while `armed` holds
+    /// (the caller clears it when its page is read, or dropped), where
+    /// the engine bounds time per connection rather than per transaction
+    /// (`begin_timed_page`).
+    fn limit_time(
+        conn: &mut Self::Connection,
+        limit: std::time::Duration,
+        armed: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    ) -> crate::store::BoxFuture<'_, Result<(), sqlx::Error>> {
+        let _ = (conn, limit, armed);
+        Box::pin(std::future::ready(Ok(())))
+    }
 }

@@ -34,8 +34,9 @@ impl Sql {
 }
 
 /// The live rows `query` matches: a `WHERE` clause (without the word),
-/// `$1` being `now_ms`.
-fn matching(d: &Dialect, table: &str, query: &TaskQuery, now_ms: i64) -> Sql {
+/// `$1` being `now_ms`. A search reads the text's index, or each row's
+/// text when `by_row` (a walk's few rows).
+fn matching(d: &Dialect, table: &str, query: &TaskQuery, now_ms: i64, by_row: bool) -> Sql {
     let mut s = Sql {
         text: String::new(),
         args: Vec::new(),
@@ -73,8 +74,9 @@ fn matching(d: &Dialect, table: &str, query: &TaskQuery, now_ms: i64) -> Sql {
     }
     if let Some(text) = query.search_text() {
         let p = s.arg(Arg::Text((d.search_pattern)(text)));
+        let search = if by_row { d.search_row } else { d.search };
         conds.push(
-            d.search
+            search
                 .replace("{t}", &quote(table))
                 .replace("{n}", table)
                 .replace("{p}", &p),
@@ -86,7 +88,7 @@ fn matching(d: &Dialect, table: &str, query: &TaskQuery, now_ms: i64) -> Sql {
 
 /// One page of what `query` matches, newest first.
 pub(super) fn find(d: &Dialect, table: &str, query: &TaskQuery, now_ms: i64) -> Sql {
-    find_down_to(d, table, query, now_ms, None)
+    page(d, table, query, now_ms, None)
 }
 
 /// The rows of the creation index one walk reads: fewer than
@@ -120,8 +122,9 @@ pub(super) fn walk_end(table: &str, query: &TaskQuery) -> Sql {
     s
 }
 
-/// [`find`], of the rows from `end` (included) up: what a walk to `end`
-/// reads.
+/// [`find`] as a walk reads it: of the rows from `end` (included) up, or
+/// of every row below the cursor when fewer than a walk's are left; a
+/// search reads each row's text.
 pub(super) fn find_down_to(
     d: &Dialect,
     table: &str,
@@ -129,7 +132,20 @@ pub(super) fn find_down_to(
     now_ms: i64,
     end: Option<(i64, &str)>,
 ) -> Sql {
-    let mut s = matching(d, table, query, now_ms);
+    page(d, table, query, now_ms, Some(end))
+}
+
+/// One page of what `query` matches, newest first; for a walk
+/// (`Some(end)`), as [`find_down_to`].
+fn page(
+    d: &Dialect,
+    table: &str,
+    query: &TaskQuery,
+    now_ms: i64,
+    walk: Option<Option<(i64, &str)>>,
+) -> Sql {
+    let mut s = matching(d, table, query, now_ms, walk.is_some());
+    let end = walk.flatten();
     if let Some((created, id)) = end {
         let created = s.arg(Arg::Int(created));
         let id = s.arg(Arg::Text(id.to_owned()));
@@ -150,7 +166,7 @@ pub(super) fn find_down_to(
 /// asks for no terminal status.
 pub(super) fn purge(d: &Dialect, table: &str, query: &TaskQuery, now_ms: i64) -> Option<Sql> {
     let query = query.terminal_only()?;
-    let mut s = matching(d, table, &query, now_ms);
+    let mut s = matching(d, table, &query, now_ms, false);
     let limit = s.arg(Arg::Int(page_size(&query)));
     let t = quote(table);
     let ids = format!(

@@ -30,8 +30,8 @@ pub struct SqlOptions {
     pub(crate) page_time: Duration,
 }
 
-/// How long an operator's page may read PostgreSQL by default before it
-/// is read as a bounded walk instead.
+/// How long an operator's page may read the database by default before
+/// it is read as a bounded walk instead.
 pub const DEFAULT_PAGE_TIME: Duration = Duration::from_millis(30);
 
 impl Default for SqlOptions {
@@ -82,15 +82,16 @@ impl SqlOptions {
         self
     }
 
-    /// How long one page of an operator's listing may read PostgreSQL
+    /// How long one page of an operator's listing may read the database
     /// (default [`DEFAULT_PAGE_TIME`], 30 ms) before it is cancelled
-    /// (`statement_timeout`) and read instead as a walk of at most
+    /// (PostgreSQL: `statement_timeout`; SQLite: a progress handler that
+    /// interrupts it) and read instead as a walk of at most
     /// [`WALK_BUDGET`](crate::store::WALK_BUDGET) rows of the creation
     /// index, which may end short of a full page and says where
     /// ([`Found::walked_to`](crate::store::Found::walked_to)): the plans
     /// a search or a large owner can take (every candidate of the trigram
     /// index, sorted) are not bounded by the page. `Duration::ZERO` walks
-    /// at once. SQLite reads every page as it comes.
+    /// at once.
     #[must_use]
     pub fn with_page_time_limit(mut self, limit: Duration) -> Self {
         self.page_time = limit;

@@ -222,6 +222,7 @@ impl Engine for Postgres {
         lease_holder: "(record->'lease'->>'holder')",
         // The indexed column (migration 7), as `LIKE '%…%'`.
         search: "arguments LIKE {p}",
+        search_row: "arguments LIKE {p}",
         search_pattern: like_pattern,
         // `= ANY(ARRAY(…))`, as `reap`: a probe of the primary key.
         delete_ids: "DELETE FROM {t} WHERE id = ANY(ARRAY({ids}))",

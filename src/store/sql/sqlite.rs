@@ -2,19 +2,20 @@
 
 use std::fmt;
 use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteQueryResult,
-    SqliteSynchronous,
+    SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePoolOptions,
+    SqliteQueryResult, SqliteSynchronous,
 };
 use sqlx::Sqlite;
 
 use super::core::SqlCore;
 use super::dialect::{Dialect, Engine};
 use super::options::SqlOptions;
-use crate::store::{Error, Result};
+use crate::store::{BoxFuture, Error, Result};
 
 /// How long a statement waits for another connection's (or process's) write
 /// lock before failing.
@@ -122,9 +123,12 @@ impl Engine for Sqlite {
         // migrate one after the other.
         begin_write: "BEGIN IMMEDIATE",
         begin_claim: "BEGIN IMMEDIATE",
+        // An operator's page is bounded by a progress handler instead
+        // (`limit_time`).
         begin_timed_page: None,
         begin_walk: "BEGIN",
-        timed_out: "",
+        // SQLITE_INTERRUPT
+        timed_out: "9",
         lock_migration: None,
         json_param: "",
         json_column: "record",
@@ -137,6 +141,7 @@ impl Engine for Sqlite {
         lease_holder: "json_extract(record, '$.lease.holder')",
         search: "id IN (SELECT id FROM \"{n}_search\" WHERE seq IN \
                  (SELECT rowid FROM \"{n}_search_fts\" WHERE arguments GLOB {p}))",
+        search_row: "arguments GLOB {p}",
         search_pattern: glob_pattern,
         delete_ids: "DELETE FROM {t} WHERE id IN ({ids})",
         // One writer at a time holds the file anyway.
@@ -145,6 +150,27 @@ impl Engine for Sqlite {
 
     fn rows_affected(result: &SqliteQueryResult) -> u64 {
         result.rows_affected()
+    }
+
+    /// A progress handler, called every 1,000 virtual machine steps, that
+    /// interrupts the statement once `limit` has passed while `armed`
+    /// holds. Disarmed, it lets everything run until the next page's
+    /// handler replaces it: a page dropped halfway leaves no bound on the
+    /// pooled connection.
+    fn limit_time(
+        conn: &mut SqliteConnection,
+        limit: Duration,
+        armed: Arc<AtomicBool>,
+    ) -> BoxFuture<'_, std::result::Result<(), sqlx::Error>> {
+        Box::pin(async move {
+            let started = std::time::Instant::now();
+            conn.lock_handle()
+                .await?
+                .set_progress_handler(1_000, move || {
+                    !armed.load(Ordering::Relaxed) || started.elapsed() < limit
+                });
+            Ok(())
+        })
     }
 }
 
@@ -270,7 +296,9 @@ impl SqliteStore {
             (reads, writes)
         };
         let store = SqliteStore {
-            core: Arc::new(SqlCore::new(reads, writes, options.table)),
+            core: Arc::new(
+                SqlCore::new(reads, writes, options.table).with_page_time(options.page_time),
+            ),
         };
         if options.migrate {
             store.migrate().await?;
