@@ -120,8 +120,11 @@ impl Live {
     /// The next update to send.
     async fn next(&mut self) -> Event {
         loop {
+            // Counts read after this moment show whatever woke us.
+            let mut since = Instant::now();
             if !std::mem::take(&mut self.first) {
                 let wake = self.wait().await;
+                since = Instant::now();
                 if let (View::Task(id), Wake::Task(changed)) = (&self.view, &wake) {
                     if id != changed {
                         continue;
@@ -131,7 +134,7 @@ impl Live {
             if let Some(sent) = self.last_sent {
                 tokio::time::sleep_until(sent + THROTTLE).await;
             }
-            let payload = match self.render().await {
+            let payload = match self.render(since).await {
                 Ok(v) => v.to_string(),
                 Err(e) => json!({ "error": format!("the task store failed: {e}") }).to_string(),
             };
@@ -157,16 +160,16 @@ impl Live {
         }
     }
 
-    async fn render(&self) -> store::Result<Value> {
+    async fn render(&self, since: Instant) -> store::Result<Value> {
         let operator = &self.shared.operator;
         let now = crate::clock::unix_now_ms();
         Ok(match &self.view {
             View::Overview => {
-                let main = overview::render(operator, &self.ctx, now).await?;
+                let main = overview::render(&self.shared, &self.ctx, now, since).await?;
                 json!({ "fragments": { "live-main": main } })
             }
             View::Counts => {
-                let stats = operator.stats().await?;
+                let stats = self.shared.stats(since).await?;
                 let mut counts = Map::new();
                 for s in STATUSES {
                     counts.insert(s.as_str().into(), stats.count(s).into());

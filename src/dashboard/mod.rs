@@ -10,6 +10,7 @@
 mod access;
 mod auth;
 mod chart;
+mod counts;
 mod html;
 mod list;
 mod live;
@@ -151,6 +152,7 @@ impl Dashboard {
             operator: self.operator,
             access: self.access,
             sessions,
+            counts: counts::Counts::default(),
             origins: self.origins,
             secure_cookie: self.secure_cookie,
             resync: self.resync,
@@ -180,6 +182,8 @@ pub(crate) struct Shared {
     pub(crate) operator: Operator,
     pub(crate) access: Access,
     pub(crate) sessions: sessions::Sessions,
+    /// The counts every page and stream share.
+    pub(crate) counts: counts::Counts,
     pub(crate) origins: AllowedOrigins,
     pub(crate) secure_cookie: bool,
     /// The resync period asked for, if any.
@@ -198,6 +202,15 @@ impl fmt::Debug for Shared {
 }
 
 impl Shared {
+    /// Counts read no earlier than `since`, shared with every page and
+    /// stream (`counts.rs`).
+    pub(crate) async fn stats(
+        &self,
+        since: tokio::time::Instant,
+    ) -> crate::store::Result<crate::store::TaskStats> {
+        self.counts.read(&self.operator, since).await
+    }
+
     /// A receiver of the store's change feed, if it has one.
     pub(crate) fn changes(&self) -> Option<broadcast::Receiver<TaskChange>> {
         self.feed

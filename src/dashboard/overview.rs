@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 use super::chart::Throughput;
 use super::html::{esc, url_part, PageCtx, STATUSES};
 use super::list;
-use crate::runtime::Operator;
+use super::Shared;
 use crate::store::{self, Span, TaskStats, WaitingTask};
 
 /// Counts by status as cards, each a link to the list of those tasks;
@@ -44,9 +44,16 @@ fn waiting_line(ctx: &PageCtx, stats: &TaskStats, label: &str, w: Option<&Waitin
     }
 }
 
-/// The overview's live part (everything below the title), as of `now`.
-pub(crate) async fn render(operator: &Operator, ctx: &PageCtx, now: i64) -> store::Result<String> {
-    let stats = operator.stats().await?;
+/// The overview's live part (everything below the title), as of `now`,
+/// with counts read no earlier than `since`.
+pub(crate) async fn render(
+    shared: &Shared,
+    ctx: &PageCtx,
+    now: i64,
+    since: tokio::time::Instant,
+) -> store::Result<String> {
+    let operator = &shared.operator;
+    let stats = shared.stats(since).await?;
     let throughput = Throughput::read(operator, now).await?;
     // The tasks waiting longest for input, longest first: each read by id
     // (at most `LONGEST_WAITING`), gone ones left out.

@@ -26,7 +26,7 @@ pub(crate) async fn overview(
     Extension(ctx): Extension<PageCtx>,
 ) -> Response {
     let now = crate::clock::unix_now_ms();
-    match overview::render(&shared.operator, &ctx, now).await {
+    match overview::render(&shared, &ctx, now, tokio::time::Instant::now()).await {
         Ok(main) => {
             let body = format!(r#"<div id="live-main">{main}</div>"#);
             let events = ctx.href("/events?view=overview");
@@ -47,11 +47,13 @@ pub(crate) async fn tasks(
         Err(refusal) => return refusal.into_response(),
     };
     let now = crate::clock::unix_now_ms();
-    let (found, stats) =
-        match tokio::try_join!(shared.operator.list(&query), shared.operator.stats()) {
-            Ok(both) => both,
-            Err(e) => return Refusal::store(&e).into_response(),
-        };
+    let (found, stats) = match tokio::try_join!(
+        shared.operator.list(&query),
+        shared.stats(tokio::time::Instant::now())
+    ) {
+        Ok(both) => both,
+        Err(e) => return Refusal::store(&e).into_response(),
+    };
     let mut body = overview::counts(&ctx, &stats);
     body.push_str(&list::body(
         &ctx,
@@ -92,7 +94,7 @@ pub(crate) async fn task(
 
 /// `GET /api/stats`: [`TaskStats`](crate::store::TaskStats) as JSON.
 pub(crate) async fn stats(State(shared): State<Arc<Shared>>) -> Response {
-    match shared.operator.stats().await {
+    match shared.stats(tokio::time::Instant::now()).await {
         Ok(stats) => match serde_json::to_value(&stats) {
             Ok(v) => reply::json(StatusCode::OK, &v),
             Err(e) => {
