@@ -86,6 +86,7 @@ mod span;
 mod sql;
 #[cfg(any(feature = "sqlite", feature = "postgres", feature = "redis"))]
 mod url;
+mod view;
 
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
@@ -112,6 +113,7 @@ pub use sql::SqliteStore;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 #[cfg_attr(docsrs, doc(cfg(any(feature = "sqlite", feature = "postgres"))))]
 pub use sql::{InvalidTableName, SqlOptions, DEFAULT_TABLE};
+pub use view::{OutcomeView, TaskView, ViewQuery};
 
 /// A change a store reports through [`TaskStore::changes`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -566,6 +568,19 @@ pub trait TaskStore: fmt::Debug + Send + Sync + 'static {
     fn get_ready(&self, id: &str, now_ms: i64) -> Option<Result<Option<Arc<TaskRecord>>>> {
         let _ = (id, now_ms);
         None
+    }
+
+    /// [`get_ready`](TaskStore::get_ready), with the task handed to the
+    /// query's `show` as a [`TaskView`] instead of returned: a store that
+    /// keeps tasks in another form (the memory store's finished tasks)
+    /// shows them without building a [`TaskRecord`]. `None` when this store
+    /// cannot read without waiting (`show` is then not called); otherwise
+    /// `show` is called once, with what `get` would answer. The layer
+    /// answers `tasks/get` with it. Optional: the default reads with
+    /// `get_ready`.
+    fn view_ready(&self, query: ViewQuery<'_>) -> Option<Result<()>> {
+        let found = self.get_ready(query.id, query.now_ms)?;
+        Some(found.map(|record| (query.show)(record.as_deref().map(TaskRecord::view))))
     }
 
     /// What this store offers an operator (every task, across owners and
