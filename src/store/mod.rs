@@ -28,8 +28,9 @@
 //! any of them ([`changes`](TaskStore::changes)); the layer then stops a
 //! cancelled task's handler and updates subscribers at once instead of at
 //! the next lease heartbeat. A store that reads without waiting (in memory)
-//! may answer [`get_ready`](TaskStore::get_ready), and the layer then
-//! answers `tasks/get` inside `Service::call`.
+//! may answer [`get_ready`](TaskStore::get_ready) and
+//! [`view_ready`](TaskStore::view_ready), and the layer then answers
+//! `tasks/get` inside `Service::call`.
 //!
 //! A [`TaskRecord`] serializes with serde, so a backend may keep it as one
 //! blob next to the few columns it indexes (`id`, `owner`, `era`, `status`,

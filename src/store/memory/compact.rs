@@ -6,7 +6,9 @@ use std::sync::Arc;
 use crate::json::JsonText;
 use crate::jsonrpc::JsonRpcError;
 use crate::protocol::TaskStatus;
-use crate::store::{Era, OutcomeView, StatusChange, TaskOutcome, TaskRecord, TaskView};
+use crate::store::{
+    Era, OutcomeView, PendingInput, StatusChange, TaskOutcome, TaskRecord, TaskView,
+};
 
 /// A finished record without its (cleared) resume state, kept in the
 /// shard's map itself: its scalars here, and its owner, tool name, status
@@ -34,6 +36,10 @@ pub(super) struct Done {
     /// Its status changes (none for most: a task that ended at once).
     history: Box<[StatusChange]>,
 }
+
+/// A finished task's input requests: none (a static, not a map made and
+/// dropped on each read).
+static NO_INPUTS: BTreeMap<String, PendingInput> = BTreeMap::new();
 
 /// Which outcome the rest of a [`Done`]'s text is.
 #[derive(Clone, Copy, Debug)]
@@ -147,7 +153,6 @@ impl Done {
     #[inline]
     pub(super) fn view<R>(&self, id: &str, show: impl FnOnce(TaskView<'_>) -> R) -> R {
         let (owner, _, message, (_, json)) = self.parts();
-        let no_inputs = BTreeMap::new();
         let error;
         let outcome = match self.outcome {
             Kept::Nothing => None,
@@ -167,7 +172,7 @@ impl Done {
             updated_at_ms: self.updated_at_ms,
             ttl_ms: self.ttl_ms,
             poll_interval_ms: self.poll_interval_ms,
-            input_requests: &no_inputs,
+            input_requests: &NO_INPUTS,
             outcome,
             sealed: false,
         })
