@@ -550,7 +550,7 @@ async fn talker(
 ) -> Result<JsonRpcResponse, Infallible> {
     let peer = req.extensions.get::<Peer>().cloned();
     let outcome = match (req.method.as_str(), peer) {
-        ("has_peer", peer) => Ok(json!({"peer": peer.is_some()})),
+        ("has_peer" | "tasks/get", peer) => Ok(json!({"peer": peer.is_some()})),
         ("ask", Some(peer)) => {
             peer.notify("notifications/progress".into(), json!({"progress": 1}))
                 .await;
@@ -811,6 +811,15 @@ async fn the_peer_is_offered_only_to_requests_that_accept_an_event_stream() {
         assert_eq!(reply.json()["result"]["peer"], peer, "{accept}");
     }
     let reply = post(server.addr, &[], request(4, "has_peer").to_string()).await;
+    assert_eq!(reply.json()["result"]["peer"], false);
+    // `tasks/get` carries no server→client messages: never a peer.
+    let reply = post(
+        server.addr,
+        &accepting(ACCEPT_BOTH),
+        request(4, "tasks/get").to_string(),
+    )
+    .await;
+    assert_eq!(reply.status, StatusCode::OK);
     assert_eq!(reply.json()["result"]["peer"], false);
 }
 

@@ -128,7 +128,9 @@ where
             }
         };
     };
-    if !headers.accepts_event_stream {
+    // No peer for `tasks/get`: neither era sends the client anything while
+    // answering one (see "Server→client messages" on `McpEndpoint`).
+    if !headers.accepts_event_stream || request.method == "tasks/get" {
         let outcome = state.service.clone().oneshot(request).await;
         let (status, response) = outcome_response(id, outcome, modern);
         return respond(status, &response);

@@ -84,7 +84,10 @@ pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
 ///
 /// When a request (not a notification) is `POST`ed with an `Accept` header
 /// that lists `text/event-stream`, the endpoint puts a [`Peer`] in the
-/// request's extensions. The service (for example
+/// request's extensions, except in a `tasks/get`'s: no era has the server
+/// send the client anything while it answers one (a task's input requests
+/// travel on a 2025-11-25 `tasks/result` stream, or in the 2026-07-28 task
+/// itself), and it is the request a polling client sends most. The service (for example
 /// [`TaskLayer`](crate::TaskLayer) serving a 2025-11-25 `tasks/result` that
 /// needs the user's input) can use it to send requests and notifications to
 /// the client while it works:

@@ -28,8 +28,9 @@
 //! any of them ([`changes`](TaskStore::changes)); the layer then stops a
 //! cancelled task's handler and updates subscribers at once instead of at
 //! the next lease heartbeat. A store that reads without waiting (in memory)
-//! may answer [`get_ready`](TaskStore::get_ready), and the layer then
-//! answers `tasks/get` inside `Service::call`.
+//! may answer [`get_ready`](TaskStore::get_ready) and
+//! [`view_ready`](TaskStore::view_ready), and the layer then answers
+//! `tasks/get` inside `Service::call`.
 //!
 //! A [`TaskRecord`] serializes with serde, so a backend may keep it as one
 //! blob next to the few columns it indexes (`id`, `owner`, `era`, `status`,
@@ -87,6 +88,7 @@ mod span;
 mod sql;
 #[cfg(any(feature = "sqlite", feature = "postgres", feature = "redis"))]
 mod url;
+mod view;
 
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
@@ -113,6 +115,7 @@ pub use sql::SqliteStore;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 #[cfg_attr(docsrs, doc(cfg(any(feature = "sqlite", feature = "postgres"))))]
 pub use sql::{InvalidTableName, SqlOptions, DEFAULT_PAGE_TIME, DEFAULT_TABLE};
+pub use view::{OutcomeView, TaskView, ViewQuery};
 
 /// A change a store reports through [`TaskStore::changes`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -567,6 +570,19 @@ pub trait TaskStore: fmt::Debug + Send + Sync + 'static {
     fn get_ready(&self, id: &str, now_ms: i64) -> Option<Result<Option<Arc<TaskRecord>>>> {
         let _ = (id, now_ms);
         None
+    }
+
+    /// [`get_ready`](TaskStore::get_ready), with the task handed to the
+    /// query's `show` as a [`TaskView`] instead of returned: a store that
+    /// keeps tasks in another form (the memory store's finished tasks)
+    /// shows them without building a [`TaskRecord`]. `None` when this store
+    /// cannot read without waiting (`show` is then not called); otherwise
+    /// `show` is called once, with what `get` would answer. The layer
+    /// answers `tasks/get` with it. Optional: the default reads with
+    /// `get_ready`.
+    fn view_ready(&self, query: ViewQuery<'_>) -> Option<Result<()>> {
+        let found = self.get_ready(query.id, query.now_ms)?;
+        Some(found.map(|record| (query.show)(record.as_deref().map(TaskRecord::view))))
     }
 
     /// What this store offers an operator (every task, across owners and

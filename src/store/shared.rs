@@ -2,7 +2,9 @@
 
 use std::sync::Arc;
 
-use super::{BoxFuture, ListQuery, OperatorStore, Result, TaskChange, TaskRecord, TaskStore};
+use super::{
+    BoxFuture, ListQuery, OperatorStore, Result, TaskChange, TaskRecord, TaskStore, ViewQuery,
+};
 
 impl<T: TaskStore + ?Sized> TaskStore for Arc<T> {
     fn create(&self, record: TaskRecord) -> BoxFuture<'_, Result<()>> {
@@ -53,6 +55,9 @@ impl<T: TaskStore + ?Sized> TaskStore for Arc<T> {
     }
     fn get_ready(&self, id: &str, now_ms: i64) -> Option<Result<Option<Arc<TaskRecord>>>> {
         (**self).get_ready(id, now_ms)
+    }
+    fn view_ready(&self, query: ViewQuery<'_>) -> Option<Result<()>> {
+        (**self).view_ready(query)
     }
     fn operator(&self) -> Option<&dyn OperatorStore> {
         (**self).operator()

@@ -4,10 +4,10 @@ use std::sync::Arc;
 
 use super::{respond, task_id_param, Reply};
 use crate::jsonrpc::{JsonRpcError, JsonRpcRequest, JsonRpcResponse};
-use crate::runtime::engine::{visible, Engine};
-use crate::runtime::errors::task_not_found;
+use crate::runtime::engine::Engine;
+use crate::runtime::errors::{store_failure, task_not_found};
 use crate::runtime::wire;
-use crate::store::{Era, TaskRecord};
+use crate::store::{Era, TaskRecord, TaskView, ViewQuery};
 
 impl Engine {
     pub(crate) async fn tasks_get(&self, req: JsonRpcRequest, era: Era) -> JsonRpcResponse {
@@ -22,30 +22,56 @@ impl Engine {
     }
 
     /// `tasks/get` answered without waiting if the store can read so, or
-    /// the request back.
+    /// the request back. The store shows the task as a view (no record
+    /// built); what the answer says is what [`tasks_get`](Self::tasks_get)
+    /// would say, and a record with sealed fields goes that way.
     pub(crate) fn tasks_get_ready(
         &self,
         req: JsonRpcRequest,
         era: Era,
     ) -> Result<JsonRpcResponse, JsonRpcRequest> {
-        let answer = match task_id_param(&req) {
-            Err(e) => Err(e),
-            Ok(task_id) => match self.store.get_ready(task_id, self.now_ms()) {
-                None => return Err(req),
-                Some(found) => {
-                    let found = crate::store::opened_found(found);
-                    self.saw(task_id, &found);
-                    let owner = self.owner_of(&req);
-                    visible(found, owner.as_deref(), era).and_then(|r| get_body(r, era))
-                }
-            },
+        let task_id = match task_id_param(&req) {
+            Ok(task_id) => task_id,
+            Err(e) => return Ok(respond(req.id, Err(e))),
         };
-        Ok(respond(req.id, answer))
+        let mut answer = None;
+        let mut show = |view: Option<TaskView<'_>>| {
+            answer = match view {
+                Some(v) if v.sealed => None,
+                found => {
+                    // As `saw` and `visible` for a record.
+                    if found.is_none_or(|v| v.status.is_terminal()) {
+                        self.registry.forget_ended(task_id);
+                    }
+                    let owner = self.owner_of(&req);
+                    Some(match found {
+                        Some(v) if v.owner == owner.as_deref() && v.era == era => {
+                            Ok(Reply::Text(wire::get_result(&v, era)))
+                        }
+                        _ => Err(task_not_found()),
+                    })
+                }
+            };
+        };
+        let query = ViewQuery {
+            id: task_id,
+            now_ms: self.now_ms(),
+            show: &mut show,
+        };
+        let answer = match self.store.view_ready(query) {
+            None => None,
+            Some(Ok(())) => answer,
+            Some(Err(e)) => Some(Err(store_failure(&e))),
+        };
+        match answer {
+            Some(answer) => Ok(respond(req.id, answer)),
+            None => Err(req),
+        }
     }
 }
 
 /// The `tasks/get` result of what a lookup found.
 fn get_body(record: Option<Arc<TaskRecord>>, era: Era) -> Result<Reply, JsonRpcError> {
     let record = record.ok_or_else(task_not_found)?;
-    Ok(Reply::Text(wire::get_result(&record, era)))
+    Ok(Reply::Text(wire::get_result(&record.view(), era)))
 }

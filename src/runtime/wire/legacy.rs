@@ -3,11 +3,16 @@
 use serde_json::Value;
 
 use crate::protocol::Task;
-use crate::store::TaskRecord;
+use crate::store::{TaskRecord, TaskView};
 
 /// The 2025-11-25 view of a record.
 pub(crate) fn task(r: &TaskRecord) -> Task {
-    let m = super::metadata(r);
+    task_of(&r.view())
+}
+
+/// [`task`] of a view.
+pub(crate) fn task_of(r: &TaskView<'_>) -> Task {
+    let m = super::metadata_of(r);
     Task {
         task_id: m.task_id,
         status: r.status,

@@ -3,22 +3,22 @@
 use serde_json::json;
 
 use crate::protocol::TaskMetadata;
-use crate::store::{Era, TaskRecord};
+use crate::store::{Era, TaskRecord, TaskView};
 
 pub(crate) mod legacy;
 pub(crate) mod modern;
 mod timestamp;
 
 /// The fields both eras show of every task.
-pub(crate) fn metadata(r: &TaskRecord) -> TaskMetadata {
+pub(crate) fn metadata_of(r: &TaskView<'_>) -> TaskMetadata {
     TaskMetadata::new(
-        r.id.clone(),
+        r.id.to_owned(),
         timestamp::rfc3339(r.created_at_ms),
         timestamp::rfc3339(r.updated_at_ms),
         r.ttl_ms,
     )
     .with_poll_interval_ms(r.poll_interval_ms)
-    .with_status_message(r.status_message.clone())
+    .with_status_message(r.status_message.map(str::to_owned))
 }
 
 /// The answer to the `tools/call` that made the task, as JSON text.
@@ -31,10 +31,10 @@ pub(crate) fn create_result(r: &TaskRecord) -> String {
     }
 }
 
-/// The `tasks/get` result of a record, as JSON text.
-pub(crate) fn get_result(r: &TaskRecord, era: Era) -> String {
+/// The `tasks/get` result of a task, as JSON text.
+pub(crate) fn get_result(r: &TaskView<'_>, era: Era) -> String {
     match era {
-        Era::Legacy => serde_json::to_string(&legacy::task(r)).unwrap_or_default(),
-        _ => modern::detailed_json(r, Some("complete")),
+        Era::Legacy => serde_json::to_string(&legacy::task_of(r)).unwrap_or_default(),
+        _ => modern::detailed_json_of(r, Some("complete")),
     }
 }

@@ -7,19 +7,24 @@ use super::timestamp::{rfc3339_digits, write_rfc3339, write_stamp};
 use crate::json::{write_json_str, write_u64};
 use crate::jsonrpc::JsonRpcError;
 use crate::protocol::TaskStatus;
-use crate::store::{TaskOutcome, TaskRecord};
+use crate::store::{OutcomeView, TaskRecord, TaskView};
 
 /// The 2026-07-28 body of a record (`DetailedTask`), with `resultType`
 /// when given, written field by field: the stored result text is copied in
 /// as it is. The same JSON as serializing [`detailed`] (a test
 /// holds them together).
 pub(crate) fn detailed_json(r: &TaskRecord, result_type: Option<&str>) -> String {
+    detailed_json_of(&r.view(), result_type)
+}
+
+/// [`detailed_json`] of a view.
+pub(crate) fn detailed_json_of(r: &TaskView<'_>, result_type: Option<&str>) -> String {
     // Room for everything but input requests and errors: one allocation.
-    let extra = match &r.outcome {
-        Some(TaskOutcome::Result(text)) => text.get().len(),
+    let extra = match r.outcome {
+        Some(OutcomeView::Result(text)) => text.len(),
         _ => 0,
     } + r.id.len()
-        + r.status_message.as_ref().map_or(0, String::len);
+        + r.status_message.map_or(0, str::len);
     let mut out = String::with_capacity(256 + extra);
     out.push('{');
     match result_type {
@@ -34,10 +39,10 @@ pub(crate) fn detailed_json(r: &TaskRecord, result_type: Option<&str>) -> String
         None => {}
     }
     out.push_str("\"taskId\":");
-    write_json_str(&mut out, &r.id);
+    write_json_str(&mut out, r.id);
     out.push_str(",\"status\":");
     out.push_str(quoted_status(r.status));
-    if let Some(msg) = &r.status_message {
+    if let Some(msg) = r.status_message {
         out.push_str(",\"statusMessage\":");
         write_json_str(&mut out, msg);
     }
@@ -60,7 +65,7 @@ pub(crate) fn detailed_json(r: &TaskRecord, result_type: Option<&str>) -> String
         out.push_str(",\"pollIntervalMs\":");
         write_u64(&mut out, p);
     }
-    match (r.status, &r.outcome) {
+    match (r.status, r.outcome) {
         (TaskStatus::InputRequired, _) => {
             out.push_str(",\"inputRequests\":{");
             for (i, (key, pending)) in r.input_requests.iter().enumerate() {
@@ -74,15 +79,15 @@ pub(crate) fn detailed_json(r: &TaskRecord, result_type: Option<&str>) -> String
             }
             out.push('}');
         }
-        (TaskStatus::Completed, Some(TaskOutcome::Result(result))) => {
+        (TaskStatus::Completed, Some(OutcomeView::Result(result))) => {
             out.push_str(",\"result\":");
-            out.push_str(result.get());
+            out.push_str(result);
         }
         (TaskStatus::Completed, _) => out.push_str(",\"result\":{}"),
         (TaskStatus::Failed, outcome) => {
             let fallback;
             let error = match outcome {
-                Some(TaskOutcome::Error(e)) => e,
+                Some(OutcomeView::Error(e)) => e,
                 _ => {
                     fallback = JsonRpcError::internal("the task failed");
                     &fallback
@@ -121,7 +126,7 @@ mod tests {
     use super::*;
     use crate::json::JsonText;
     use crate::protocol::{DetailedTask, InputRequest};
-    use crate::store::{Era, PendingInput};
+    use crate::store::{Era, PendingInput, TaskOutcome};
 
     #[test]
     fn quoted_statuses_are_the_names_quoted() {
@@ -135,7 +140,7 @@ mod tests {
 
     /// The 2026-07-28 view of a record, as the typed model.
     fn detailed(r: &TaskRecord) -> DetailedTask {
-        let metadata = super::super::metadata(r);
+        let metadata = super::super::metadata_of(&r.view());
         match r.status {
             TaskStatus::Working => DetailedTask::working(metadata),
             TaskStatus::InputRequired => DetailedTask::input_required(

@@ -100,8 +100,9 @@ pub async fn create_then_get<S: TaskStore>(store: S) {
     );
 }
 
-/// A store that reads without waiting ([`TaskStore::get_ready`]) answers
-/// exactly as `get`: running, finished, expired and unknown records.
+/// A store that reads without waiting ([`TaskStore::get_ready`],
+/// [`TaskStore::view_ready`]) answers exactly as `get`: running, finished
+/// (a result, an error), expired and unknown records.
 pub async fn ready_reads_agree_with_get<S: TaskStore>(store: S) {
     let running = record("r1", Some("alice"), T0, Some(60_000));
     store.create(running.clone()).await.expect("create");
@@ -119,13 +120,43 @@ pub async fn ready_reads_agree_with_get<S: TaskStore>(store: S) {
         &json!({"ok": [1]}),
     )));
     store.replace(done, 1).await.expect("replace");
+    let failing = record("r3", Some("bob"), T0, None);
+    store.create(failing.clone()).await.expect("create");
+    let mut failed = failing.next_version(T0 + 5);
+    failed.status = TaskStatus::Failed;
+    failed.status_message = Some("no luck".into());
+    failed.arguments = None;
+    failed.outcome = Some(TaskOutcome::Error(
+        crate::jsonrpc::JsonRpcError::invalid_params("no luck"),
+    ));
+    store.replace(failed, 1).await.expect("replace");
     for now in [T0, T0 + 999, T0 + 1_000, T0 + 60_000] {
-        for id in ["r1", "r2", "nope"] {
+        for id in ["r1", "r2", "r3", "nope"] {
+            // The view shows what `get` answers, field by field.
+            let got = store.get(id, now).await.expect("get");
+            let want = format!("{:?}", got.as_deref().map(TaskRecord::view));
+            let mut shown = None;
+            let mut show = |view: Option<crate::store::TaskView<'_>>| {
+                assert!(shown.is_none(), "view_ready({id}, {now}) shows once");
+                shown = Some(format!("{view:?}"));
+            };
+            let query = crate::store::ViewQuery {
+                id,
+                now_ms: now,
+                show: &mut show,
+            };
+            if let Some(read) = store.view_ready(query) {
+                read.expect("view_ready");
+                assert_eq!(
+                    shown.as_deref(),
+                    Some(want.as_str()),
+                    "view_ready({id}, {now}) must show what get answers"
+                );
+            }
             let Some(ready) = store.get_ready(id, now) else {
                 return;
             };
             let ready = ready.expect("get_ready");
-            let got = store.get(id, now).await.expect("get");
             assert_eq!(
                 ready.as_deref(),
                 got.as_deref(),

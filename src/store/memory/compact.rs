@@ -1,11 +1,14 @@
 //! [`Done`]: a finished record kept compact, and read back exactly.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::json::JsonText;
 use crate::jsonrpc::JsonRpcError;
 use crate::protocol::TaskStatus;
-use crate::store::{Era, StatusChange, TaskOutcome, TaskRecord};
+use crate::store::{
+    Era, OutcomeView, PendingInput, StatusChange, TaskOutcome, TaskRecord, TaskView,
+};
 
 /// A finished record without its (cleared) resume state, kept in the
 /// shard's map itself: its scalars here, and its owner, tool name, status
@@ -33,6 +36,10 @@ pub(super) struct Done {
     /// Its status changes (none for most: a task that ended at once).
     history: Box<[StatusChange]>,
 }
+
+/// A finished task's input requests: none (a static, not a map made and
+/// dropped on each read).
+static NO_INPUTS: BTreeMap<String, PendingInput> = BTreeMap::new();
 
 /// Which outcome the rest of a [`Done`]'s text is.
 #[derive(Clone, Copy, Debug)]
@@ -134,6 +141,47 @@ impl Done {
         self.parts().1
     }
 
+    /// A copy for a view: the history, which a view does not show, left
+    /// behind.
+    pub(super) fn without_history(&self) -> Done {
+        Done {
+            text: Arc::clone(&self.text),
+            history: Box::default(),
+            ..*self
+        }
+    }
+
+    /// `show` called with this record's view: the same task as
+    /// [`into_record`](Done::into_record)'s, with nothing rebuilt but a
+    /// stored error.
+    #[inline]
+    pub(super) fn view<R>(&self, id: &str, show: impl FnOnce(TaskView<'_>) -> R) -> R {
+        let (owner, _, message, (_, json)) = self.parts();
+        let error;
+        let outcome = match self.outcome {
+            Kept::Nothing => None,
+            Kept::Result => Some(OutcomeView::Result(json)),
+            Kept::Error => {
+                error = read_error(json);
+                Some(OutcomeView::Error(&error))
+            }
+        };
+        show(TaskView {
+            id,
+            owner,
+            era: self.era,
+            status: self.status,
+            status_message: message,
+            created_at_ms: self.created_at_ms,
+            updated_at_ms: self.updated_at_ms,
+            ttl_ms: self.ttl_ms,
+            poll_interval_ms: self.poll_interval_ms,
+            input_requests: &NO_INPUTS,
+            outcome,
+            sealed: false,
+        })
+    }
+
     /// The full record again, from a copy taken out of the shard: its
     /// history is handed over, not copied once more.
     // Inlined into a read, as it was when the store was one file (callgrind:
@@ -146,12 +194,7 @@ impl Done {
             Kept::Nothing => None,
             // The result's text, shared.
             Kept::Result => Some(TaskOutcome::Result(JsonText::trusted_tail(&self.text, at))),
-            Kept::Error => Some(TaskOutcome::Error(
-                serde_json::from_str(json).unwrap_or_else(|e| {
-                    // Written by `Done::of` from a value of this very type.
-                    JsonRpcError::internal(format!("the stored error cannot be read back: {e}"))
-                }),
-            )),
+            Kept::Error => Some(TaskOutcome::Error(read_error(json))),
         };
         TaskRecord {
             id: id.to_owned(),
@@ -180,4 +223,12 @@ impl Done {
             sealed: Default::default(),
         }
     }
+}
+
+/// A stored error read back.
+fn read_error(json: &str) -> JsonRpcError {
+    serde_json::from_str(json).unwrap_or_else(|e| {
+        // Written by `Done::of` from a value of this very type.
+        JsonRpcError::internal(format!("the stored error cannot be read back: {e}"))
+    })
 }

@@ -21,7 +21,7 @@ use std::sync::{Arc, OnceLock, PoisonError, RwLock};
 use self::compact::Done;
 use self::id::Id;
 use self::slot::Slot;
-use super::{BoxFuture, Era, Error, ListQuery, Result, TaskRecord, TaskStore};
+use super::{BoxFuture, Era, Error, ListQuery, Result, TaskRecord, TaskStore, ViewQuery};
 
 const SHARDS: usize = 64;
 /// Expired records removed per write lock of a shard while reaping.
@@ -443,6 +443,23 @@ impl TaskStore for MemoryStore {
 
     fn get_ready(&self, id: &str, now_ms: i64) -> Option<Result<Option<Arc<TaskRecord>>>> {
         Some(Ok(self.get_now(id, now_ms)))
+    }
+
+    /// A finished task is shown from its compact form, with no record
+    /// rebuilt.
+    fn view_ready(&self, query: ViewQuery<'_>) -> Option<Result<()>> {
+        let ViewQuery { id, now_ms, show } = query;
+        let key = Id::new(id);
+        let found = read(self.shard(&key))
+            .tasks
+            .get(&key)
+            .filter(|slot| !slot.is_expired(now_ms))
+            .map(Slot::share_for_view);
+        match found {
+            None => show(None),
+            Some(copy) => copy.view(id, |view| show(Some(view))),
+        }
+        Some(Ok(()))
     }
 
     fn replace(&self, record: TaskRecord, expected_version: u64) -> BoxFuture<'_, Result<()>> {

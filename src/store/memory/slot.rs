@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use super::compact::Done;
 use crate::protocol::TaskStatus;
-use crate::store::{Era, TaskRecord};
+use crate::store::{Era, TaskRecord, TaskView};
 
 /// A stored record: as the layer wrote it, or compact once finished.
 #[derive(Debug)]
@@ -84,6 +84,15 @@ impl Slot {
             Slot::Done(d) => SlotCopy::Done(d.clone()),
         }
     }
+
+    /// What a view is shown from: as [`share`](Slot::share), without a
+    /// compact record's history.
+    pub(super) fn share_for_view(&self) -> SlotCopy {
+        match self {
+            Slot::Full(r) => SlotCopy::Full(Arc::clone(r)),
+            Slot::Done(d) => SlotCopy::Done(d.without_history()),
+        }
+    }
 }
 
 /// A record taken out of a shard under its lock.
@@ -99,6 +108,15 @@ impl SlotCopy {
         match self {
             SlotCopy::Full(r) => r,
             SlotCopy::Done(d) => Arc::new(d.into_record(id)),
+        }
+    }
+
+    /// `show` called with the view of this record (see `Done::view`).
+    #[inline]
+    pub(super) fn view<R>(&self, id: &str, show: impl FnOnce(TaskView<'_>) -> R) -> R {
+        match self {
+            SlotCopy::Full(r) => show(r.view()),
+            SlotCopy::Done(d) => d.view(id, show),
         }
     }
 }
