@@ -17,8 +17,10 @@ use std::sync::Arc;
 use super::TaskRecord;
 
 /// The most records a store reads for one page of a listing (or of a
-/// purge) when it filters by walking an index.
-pub const WALK_BUDGET: usize = 5_000;
+/// purge) when it filters by walking an index: 2,000 records cost a Redis
+/// page about 25 ms, a PostgreSQL walk about 10 ms, on a loaded 2-core
+/// machine (5,000 cost Redis 57-68 ms; BENCHMARKS.md, issue 30).
+pub const WALK_BUDGET: usize = 2_000;
 
 /// Where a page of a listing ends: an opaque text to hand back in
 /// [`TaskQuery::after`] (`Display` writes it, `FromStr` reads it).

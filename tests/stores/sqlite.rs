@@ -29,7 +29,7 @@ async fn sqlite_memory_store_conforms() {
 }
 
 /// With no time for a page (zero) every page is read as a bounded walk:
-/// every check of the kit holds that way, and two matches 5,000 tasks
+/// every check of the kit holds that way, and two matches 2,000 tasks
 /// apart take more than one page.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_pages_read_as_bounded_walks_conform() {

@@ -11,6 +11,7 @@ use super::dialect::Dialect;
 use super::row::tool_column;
 use super::statements::quote;
 use crate::store::operator::{TaskQuery, LONGEST_WAITING};
+use crate::store::WALK_BUDGET;
 use crate::store::Lease;
 
 /// A bound parameter.
@@ -91,10 +92,8 @@ pub(super) fn find(d: &Dialect, table: &str, query: &TaskQuery, now_ms: i64) -> 
     page(d, table, query, now_ms, None)
 }
 
-/// The rows of the creation index one walk reads: fewer than
-/// [`WALK_BUDGET`](crate::store::WALK_BUDGET), since a walk comes after a page that ran out of time
-/// (2,000 rows cost about 10 ms on a loaded machine; 5,000 cost 25).
-const SQL_WALK: usize = 2_000;
+/// The rows of the creation index one walk reads.
+const SQL_WALK: usize = WALK_BUDGET;
 
 /// Where a walk of at most [`SQL_WALK`] rows of the creation index
 /// below `query`'s cursor ends: `(created_at_ms, id)` of its last row, or
