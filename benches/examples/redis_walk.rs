@@ -11,24 +11,31 @@
 
 use std::time::Instant;
 
-use mcp_task_layer::store::{
-    Era, OperatorStore, RedisOptions, RedisStore, TaskQuery, TaskRecord, TaskStore,
-};
+use mcp_task_layer::store::{Era, RedisOptions, RedisStore, TaskQuery, TaskRecord, TaskStore};
 use serde_json::json;
 
 #[tokio::main]
 async fn main() {
-    let n: i64 = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(100_000);
+    let n: i64 = std::env::args()
+        .nth(1)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(100_000);
     let url = std::env::var("MCP_TASKS_REDIS_URL").expect("MCP_TASKS_REDIS_URL");
     let prefix = format!("walkbench{}", std::process::id());
     let options = RedisOptions::new().with_prefix(&prefix).expect("prefix");
-    let store = RedisStore::connect_with(&url, options).await.expect("connect");
+    let store = RedisStore::connect_with(&url, options)
+        .await
+        .expect("connect");
     let started = Instant::now();
     let mut creates = tokio::task::JoinSet::new();
     for i in 0..n {
-        let (tool, word) = if i % 1000 == 0 { ("rare", "zebra") } else { ("common", "horse") };
+        let (tool, word) = if i % 1000 == 0 {
+            ("rare", "zebra")
+        } else {
+            ("common", "horse")
+        };
         let args = json!({ "query": format!("row {i} {word}"), "limit": 10 });
-        let r = TaskRecord::new(&format!("t{i:07}"), Era::Modern, tool, args, i, None);
+        let r = TaskRecord::new(format!("t{i:07}"), Era::Modern, tool, args, i, None);
         let store = store.clone();
         creates.spawn(async move { store.create(r).await.expect("create") });
         if creates.len() >= 256 {
@@ -42,7 +49,10 @@ async fn main() {
         ("from the top", TaskQuery::new()),
         ("tool rare (its index)", TaskQuery::new().tool("rare")),
         ("search zebra (a walk)", TaskQuery::new().search("zebra")),
-        ("search nowhere (a walk)", TaskQuery::new().search("nowhere")),
+        (
+            "search nowhere (a walk)",
+            TaskQuery::new().search("nowhere"),
+        ),
     ] {
         let query = query.limit(50);
         let mut times = Vec::new();
@@ -61,13 +71,20 @@ async fn main() {
     }
     store.close().await;
     let client = redis::Client::open(url).expect("client");
-    let mut conn = client.get_multiplexed_async_connection().await.expect("conn");
+    let mut conn = client
+        .get_multiplexed_async_connection()
+        .await
+        .expect("conn");
     let keys: Vec<String> = redis::cmd("KEYS")
         .arg(format!("{prefix}:*"))
         .query_async(&mut conn)
         .await
         .expect("keys");
     for chunk in keys.chunks(1000) {
-        let () = redis::cmd("DEL").arg(chunk).query_async(&mut conn).await.expect("del");
+        let () = redis::cmd("DEL")
+            .arg(chunk)
+            .query_async(&mut conn)
+            .await
+            .expect("del");
     }
 }

@@ -32,8 +32,9 @@ use crate::store::{self, TaskRecord};
 /// [`with_owner_concurrency`](Self::with_owner_concurrency) keeps one owner
 /// from filling a worker. Where the store claims atomically
 /// ([`TaskStore::claim_runnable`](crate::store::TaskStore::claim_runnable):
-/// PostgreSQL with `FOR UPDATE SKIP LOCKED`, SQLite) workers take disjoint
-/// runs; elsewhere each claim is a compare-and-set that one worker wins. A worker wakes at once for runs
+/// PostgreSQL with `FOR UPDATE SKIP LOCKED`, SQLite, Redis with a script
+/// that holds what it reads) workers take disjoint runs; elsewhere each
+/// claim is a compare-and-set that one worker wins. A worker wakes at once for runs
 /// queued in its own process or announced by the store's change feed
 /// (PostgreSQL), and otherwise looks every
 /// [poll interval](Self::with_poll_interval).

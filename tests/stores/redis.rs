@@ -379,3 +379,46 @@ async fn a_layer_over_redis_carries_on_after_a_redis_restart() {
     let done = c.wait_for(&id, TaskStatus::Completed).await;
     assert_eq!(done["result"]["content"][0]["text"], "Hello, Ada!");
 }
+
+/// The records a claim at `now_ms` reads, each passed by (so given back).
+async fn offered(store: &RedisStore, now_ms: i64) -> Vec<String> {
+    let mut ids = Vec::new();
+    let mut pick = |r: &TaskRecord| {
+        ids.push(r.id.clone());
+        None
+    };
+    let won = store.claim_runnable(now_ms, 10, &mut pick).await.unwrap();
+    assert!(won.is_empty());
+    ids
+}
+
+/// A claim holds the runnable records it reads until it has written its
+/// claims; a claimer that dies in between (here its `pick` panics) holds
+/// them for 5 s by the layer's clock, and no longer.
+#[tokio::test]
+async fn redis_claims_held_by_a_dead_claimer_come_back_after_the_hold() {
+    let Some(url) = url() else { return };
+    let p = Prefixes::new(&url, "hold");
+    let store = p.store(&p.next()).await;
+    let mut r = record("q", Some("alice"), T0, None);
+    r.lease = Some(Lease {
+        holder: Lease::QUEUED.into(),
+        fence: 1,
+        until_ms: T0 - 1,
+    });
+    store.create(r).await.unwrap();
+    assert_eq!(offered(&store, T0).await, ["q"], "passed by, given back");
+    let dying = store.clone();
+    let died = tokio::spawn(async move {
+        let mut pick = |_: &TaskRecord| -> Option<TaskRecord> { panic!("the claimer dies") };
+        dying.claim_runnable(T0, 10, &mut pick).await
+    })
+    .await;
+    assert!(died.is_err(), "the claimer died between read and write");
+    assert!(offered(&store, T0 + 4_999).await.is_empty(), "still held");
+    assert_eq!(offered(&store, T0 + 5_001).await, ["q"], "the hold ended");
+    assert_eq!(offered(&store, T0).await, ["q"], "given back to its lease");
+    let q = store.get("q", T0).await.unwrap().unwrap();
+    assert_eq!(q.version, 1, "never written");
+    p.drop_all().await;
+}

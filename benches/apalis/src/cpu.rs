@@ -2,7 +2,8 @@
 //! process (the front), its waited-for children (the worker processes),
 //! and the database server when its pid is given (`FVA_DB_PID`: the
 //! postmaster, whose children's time includes every backend that exited,
-//! or redis-server).
+//! or redis-server; or both, comma-separated, for a run of both engines:
+//! their sum, the idle one's share a few ms a second).
 
 /// Seconds of CPU: (this process, its children, the database).
 #[derive(Clone, Copy, Default)]
@@ -28,9 +29,11 @@ impl Cpu {
     pub fn now() -> Cpu {
         let me = times("self").unwrap_or_default();
         let db = std::env::var("FVA_DB_PID")
-            .ok()
-            .and_then(|pid| times(&pid))
-            .map_or(0.0, |t| t.iter().sum());
+            .unwrap_or_default()
+            .split(',')
+            .filter_map(|pid| times(pid.trim()))
+            .map(|t| t.iter().sum::<f64>())
+            .sum();
         Cpu {
             front: me[0] + me[1],
             workers: me[2] + me[3],

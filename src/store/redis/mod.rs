@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::future::join_all;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{RedisError, RedisResult};
 use tokio::sync::broadcast;
@@ -32,6 +33,11 @@ use keys::{member, Keys};
 pub use options::{InvalidPrefix, RedisOptions, DEFAULT_PREFIX};
 use scripts::Scripts;
 
+/// How long a claim holds the runnable records it read while it writes its
+/// claims (`scripts.rs`, `CLAIM`): records a claimer that died meanwhile
+/// wait this long.
+const CLAIM_HOLD_MS: i64 = 5_000;
+
 /// Tasks in Redis or Valkey, shared by every replica that connects to the
 /// same database with the same key prefix (feature `redis`).
 ///
@@ -47,6 +53,11 @@ use scripts::Scripts;
 /// - `list` walks a sorted set per owner and era, newest first, with the
 ///   SQL stores' `(created_at_ms, id)` cursor; `orphans` a sorted set of
 ///   lease ends.
+/// - [`claim_runnable`](TaskStore::claim_runnable) reads and holds the
+///   oldest runnable records in one script (concurrent claims read
+///   disjoint ones), then writes the claims, each a compare-and-set, and
+///   gives back those passed by: two round trips for a batch, none lost
+///   to another worker.
 /// - [`changes`](TaskStore::changes) is pub/sub on `<prefix>:changes`: the
 ///   scripts publish every write a client can see (not lease renewals);
 ///   after every (re)subscription the feed says
@@ -337,6 +348,84 @@ impl RedisStore {
     }
 }
 
+impl RedisStore {
+    /// [`TaskStore::claim_runnable`]: the `CLAIM` script reads and holds up
+    /// to `limit` runnable records; the claims `pick` makes of them are
+    /// written at once (each a compare-and-set on the version read, as
+    /// `replace`), and the records passed by are given back.
+    async fn claim_records(
+        &self,
+        now_ms: i64,
+        limit: usize,
+        pick: &mut (dyn FnMut(&TaskRecord) -> Option<TaskRecord> + Send),
+    ) -> Result<Vec<Arc<TaskRecord>>> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let k = &self.inner.keys;
+        let rows: Vec<String> = self
+            .inner
+            .scripts
+            .claim
+            .key(&k.leases)
+            .arg(now_ms)
+            .arg(limit)
+            .arg(&k.task_head)
+            .arg(now_ms.saturating_add(CLAIM_HOLD_MS))
+            .invoke_async(&mut self.conn()?)
+            .await
+            .map_err(backend)?;
+        let (mut claims, mut passed) = (Vec::new(), Vec::new());
+        for json in &rows {
+            let record = decode(json)?;
+            match pick(&record) {
+                Some(next) => claims.push((Arc::new(next), record.version)),
+                None => passed.push((record.id, record.version)),
+            }
+        }
+        let writes = claims
+            .iter()
+            .map(|(next, expected)| self.replace_record(next, *expected));
+        let (written, released) = tokio::join!(join_all(writes), self.release(&passed));
+        if let Err(e) = released {
+            // Runnable again when the hold ends.
+            tracing::warn!(error = %e, "cannot give back runnable tasks a claim passed by");
+        }
+        let mut won = Vec::with_capacity(claims.len());
+        let mut failed = None;
+        for ((next, _), outcome) in claims.into_iter().zip(written) {
+            match outcome {
+                Ok(()) => won.push(next),
+                // Cancelled, or deleted, since the read.
+                Err(Error::Conflict | Error::NotFound) => {}
+                Err(e) => failed = failed.or(Some(e)),
+            }
+        }
+        match failed {
+            Some(e) if won.is_empty() => Err(e),
+            _ => Ok(won),
+        }
+    }
+
+    /// Give back the records (id, version) a claim held and passed by.
+    async fn release(&self, passed: &[(String, u64)]) -> Result<()> {
+        if passed.is_empty() {
+            return Ok(());
+        }
+        let k = &self.inner.keys;
+        let mut invocation = self.inner.scripts.release.key(&k.leases);
+        invocation.arg(&k.task_head);
+        for (id, version) in passed {
+            invocation.arg(id).arg(version.to_string());
+        }
+        invocation
+            .invoke_async::<i64>(&mut self.conn()?)
+            .await
+            .map(drop)
+            .map_err(backend)
+    }
+}
+
 /// Refuse a server that may evict keys (unless allowed), and warn about
 /// one that keeps nothing across a restart.
 async fn check_server(conn: &mut ConnectionManager, allow_eviction: bool) -> Result<()> {
@@ -426,6 +515,15 @@ impl TaskStore for RedisStore {
 
     fn orphans(&self, now_ms: i64, limit: usize) -> BoxFuture<'_, Result<Vec<Arc<TaskRecord>>>> {
         Box::pin(self.orphan_records(now_ms, limit))
+    }
+
+    fn claim_runnable<'a>(
+        &'a self,
+        now_ms: i64,
+        limit: usize,
+        pick: &'a mut (dyn FnMut(&TaskRecord) -> Option<TaskRecord> + Send),
+    ) -> BoxFuture<'a, Result<Vec<Arc<TaskRecord>>>> {
+        Box::pin(self.claim_records(now_ms, limit, pick))
     }
 
     fn operator(&self) -> Option<&dyn crate::store::OperatorStore> {

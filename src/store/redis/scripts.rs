@@ -225,6 +225,45 @@ end
 return out
 ";
 
+/// `claim_runnable`'s first step. KEYS: leases. ARGV: now, limit, the task
+/// key head, the end of the hold. What `ORPHANS` would answer, and each
+/// record answered is held: its lease entry moves to the hold's end, past
+/// `now`, so that a claim at the same time reads the ones after it. The
+/// claimer then writes its claims (`REPLACE`, which puts the entry at the
+/// new lease's end) and gives back the ones it passed by (`RELEASE`); a
+/// claimer that dies in between holds them until the hold ends.
+const CLAIM: &str = r"
+local out, now, limit, offset = {}, tonumber(ARGV[1]), tonumber(ARGV[2]), 0
+while #out < limit do
+    local batch = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. ARGV[1], 'LIMIT', offset, limit - #out)
+    if #batch == 0 then break end
+    for _, id in ipairs(batch) do
+        local r = redis.call('HMGET', ARGV[3] .. id .. '}', 'rec', 'exp', 'st')
+        if r[1] and r[3] == 'working' and (r[2] == '' or tonumber(r[2]) > now) then
+            out[#out + 1] = r[1]
+            redis.call('ZADD', KEYS[1], ARGV[4], id)
+        else
+            offset = offset + 1
+        end
+    end
+end
+return out
+";
+
+/// Give back records a claim held and passed by. KEYS: leases. ARGV: the
+/// task key head, then id and version of each. A record still at that
+/// version goes back to its lease's end; one written since is where that
+/// write put it.
+const RELEASE: &str = r"
+for i = 2, #ARGV, 2 do
+    local r = redis.call('HMGET', ARGV[1] .. ARGV[i] .. '}', 'v', 'lease')
+    if r[1] == ARGV[i + 1] and r[2] and r[2] ~= '' then
+        redis.call('ZADD', KEYS[1], r[2], ARGV[i])
+    end
+end
+return 0
+";
+
 /// An operator's count of ended tasks. KEYS: ended. ARGV: since
 /// (inclusive), now (exclusive), the task key head. Status and end of each
 /// live task that ended between them, flat.
@@ -271,6 +310,8 @@ pub(super) struct Scripts {
     pub(super) reap: Script,
     pub(super) list: Script,
     pub(super) orphans: Script,
+    pub(super) claim: Script,
+    pub(super) release: Script,
     pub(super) purge: Script,
     pub(super) stats: Script,
     pub(super) fleet: Script,
@@ -286,6 +327,8 @@ impl Scripts {
             reap: Script::new(&format!("{DELETE}{REAP}")),
             list: Script::new(LIST),
             orphans: Script::new(ORPHANS),
+            claim: Script::new(CLAIM),
+            release: Script::new(RELEASE),
             purge: Script::new(&format!("{DELETE}{PURGE}")),
             stats: Script::new(STATS),
             fleet: Script::new(FLEET),
@@ -295,13 +338,15 @@ impl Scripts {
     }
 
     /// All of them, to load at connect.
-    pub(super) fn all(&self) -> [&Script; 10] {
+    pub(super) fn all(&self) -> [&Script; 12] {
         [
             &self.create,
             &self.replace,
             &self.reap,
             &self.list,
             &self.orphans,
+            &self.claim,
+            &self.release,
             &self.purge,
             &self.stats,
             &self.fleet,

@@ -32,8 +32,7 @@ pub(crate) struct SqlCore<DB: Database> {
     sql: Statements,
     stats: StatsSql,
     /// Concurrent writes committed together, where the engine does.
-    group: Option<Arc<Group>>,
-    group_sql: GroupSql,
+    group: Option<Arc<Group<DB>>>,
     /// How long an operator's page may read before it is walked instead.
     page_time: Duration,
 }
@@ -60,19 +59,21 @@ where
     pub(crate) fn new(reads: Pool<DB>, writes: Pool<DB>, table: String) -> Self {
         let sql = Statements::new(&DB::DIALECT, &table);
         let stats = StatsSql::new(&DB::DIALECT, &table);
-        let group_sql = GroupSql {
-            insert: Arc::clone(&sql.insert),
-            replace: Arc::clone(&sql.replace),
-            exists: Arc::clone(&sql.exists),
-        };
+        let group = DB::DIALECT.group_writes.then(|| {
+            let sql = GroupSql {
+                insert: Arc::clone(&sql.insert),
+                replace: Arc::clone(&sql.replace),
+                exists: Arc::clone(&sql.exists),
+            };
+            Arc::new(Group::new(writes.clone(), sql))
+        });
         SqlCore {
             reads,
             writes,
             table,
             sql,
             stats,
-            group: DB::DIALECT.group_writes.then(Arc::default),
-            group_sql,
+            group,
             page_time: DEFAULT_PAGE_TIME,
         }
     }
@@ -133,8 +134,7 @@ where
     pub(crate) async fn create(&self, record: TaskRecord) -> Result<()> {
         let c = Columns::of(record)?;
         if let Some(group) = &self.group {
-            return Self::grouped(group.submit(&self.writes, &self.group_sql, Write::Insert(c)))
-                .await;
+            return group.write(Write::Insert(c)).await;
         }
         let done = bind_row(sqlx::query(sql(&self.sql.insert)), &c)
             .execute(&self.writes)
@@ -166,8 +166,7 @@ where
         let expected = to_i64(expected_version, "expected version")?;
         let c = Columns::of(record)?;
         if let Some(group) = &self.group {
-            let write = Write::Replace(c, expected);
-            return Self::grouped(group.submit(&self.writes, &self.group_sql, write)).await;
+            return group.write(Write::Replace(c, expected)).await;
         }
         let done = bind_row(sqlx::query(sql(&self.sql.replace)), &c)
             .bind(expected)
@@ -188,15 +187,6 @@ where
             Error::Conflict
         } else {
             Error::NotFound
-        })
-    }
-
-    /// The outcome of a grouped write.
-    async fn grouped(answer: tokio::sync::oneshot::Receiver<Result<()>>) -> Result<()> {
-        answer.await.unwrap_or_else(|_| {
-            Err(Error::Backend(
-                "the group commit stopped before answering".into(),
-            ))
         })
     }
 

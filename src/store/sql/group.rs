@@ -14,7 +14,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use sqlx::{ColumnIndex, Decode, Encode, Executor, IntoArguments, Pool, Type};
+use sqlx::{ColumnIndex, Database, Decode, Encode, Executor, IntoArguments, Pool, Type};
 use tokio::sync::oneshot;
 
 use super::dialect::Engine;
@@ -40,18 +40,6 @@ impl Write {
 
 type Waiting = (Write, oneshot::Sender<Result<()>>);
 
-/// The writes waiting for the next group, and whether a group is out.
-#[derive(Default)]
-pub(super) struct Group {
-    queue: Mutex<(Vec<Waiting>, bool)>,
-}
-
-impl std::fmt::Debug for Group {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Group").finish_non_exhaustive()
-    }
-}
-
 /// The SQL a group runs.
 #[derive(Clone, Debug)]
 pub(super) struct GroupSql {
@@ -60,27 +48,45 @@ pub(super) struct GroupSql {
     pub(super) exists: Arc<str>,
 }
 
-impl Group {
-    /// Queue `write`; the first writer while no group is out starts the
-    /// loop that writes groups until none waits (a task of its own, so
-    /// that a caller that goes away strands no one).
-    pub(super) fn submit<DB>(
-        self: &Arc<Self>,
-        pool: &Pool<DB>,
-        sql: &GroupSql,
-        write: Write,
-    ) -> oneshot::Receiver<Result<()>>
-    where
-        DB: Engine,
-        for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
-        DB::Arguments: IntoArguments<DB>,
-        for<'a> &'a str: Encode<'a, DB> + Type<DB>,
-        for<'a> String: Encode<'a, DB> + Decode<'a, DB> + Type<DB>,
-        for<'a> Option<&'a str>: Encode<'a, DB> + Type<DB>,
-        for<'a> i64: Encode<'a, DB> + Decode<'a, DB> + Type<DB>,
-        for<'a> Option<i64>: Encode<'a, DB> + Type<DB>,
-        usize: ColumnIndex<DB::Row>,
-    {
+/// The writes to one pool that wait for the next group, and whether a
+/// group is out.
+pub(super) struct Group<DB: Database> {
+    pool: Pool<DB>,
+    sql: GroupSql,
+    queue: Mutex<(Vec<Waiting>, bool)>,
+}
+
+impl<DB: Database> std::fmt::Debug for Group<DB> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Group").finish_non_exhaustive()
+    }
+}
+
+impl<DB> Group<DB>
+where
+    DB: Engine,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    DB::Arguments: IntoArguments<DB>,
+    for<'a> &'a str: Encode<'a, DB> + Type<DB>,
+    for<'a> String: Encode<'a, DB> + Decode<'a, DB> + Type<DB>,
+    for<'a> Option<&'a str>: Encode<'a, DB> + Type<DB>,
+    for<'a> i64: Encode<'a, DB> + Decode<'a, DB> + Type<DB>,
+    for<'a> Option<i64>: Encode<'a, DB> + Type<DB>,
+    usize: ColumnIndex<DB::Row>,
+{
+    pub(super) fn new(pool: Pool<DB>, sql: GroupSql) -> Self {
+        Group {
+            pool,
+            sql,
+            queue: Mutex::default(),
+        }
+    }
+
+    /// Write `write` with the next group and wait for its outcome. The
+    /// first writer while no group is out starts the loop that writes
+    /// groups until none waits (a task of its own, so that a caller that
+    /// goes away strands no one).
+    pub(super) async fn write(self: &Arc<Self>, write: Write) -> Result<()> {
         let (tx, rx) = oneshot::channel();
         let start = {
             let mut queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
@@ -88,24 +94,16 @@ impl Group {
             !std::mem::replace(&mut queue.1, true)
         };
         if start {
-            let (group, pool, sql) = (Arc::clone(self), pool.clone(), sql.clone());
-            tokio::spawn(async move { group.drain(&pool, &sql).await });
+            tokio::spawn(Arc::clone(self).drain());
         }
-        rx
+        rx.await.unwrap_or_else(|_| {
+            Err(Error::Backend(
+                "the group commit stopped before answering".into(),
+            ))
+        })
     }
 
-    async fn drain<DB>(&self, pool: &Pool<DB>, sql: &GroupSql)
-    where
-        DB: Engine,
-        for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
-        DB::Arguments: IntoArguments<DB>,
-        for<'a> &'a str: Encode<'a, DB> + Type<DB>,
-        for<'a> String: Encode<'a, DB> + Decode<'a, DB> + Type<DB>,
-        for<'a> Option<&'a str>: Encode<'a, DB> + Type<DB>,
-        for<'a> i64: Encode<'a, DB> + Decode<'a, DB> + Type<DB>,
-        for<'a> Option<i64>: Encode<'a, DB> + Type<DB>,
-        usize: ColumnIndex<DB::Row>,
-    {
+    async fn drain(self: Arc<Self>) {
         loop {
             let batch: Vec<Waiting> = {
                 let mut queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
@@ -118,9 +116,9 @@ impl Group {
             };
             let (writes, answers): (Vec<Write>, Vec<_>) = batch.into_iter().unzip();
             let results = if writes.len() == 1 {
-                vec![one(pool, sql, &writes[0]).await]
+                vec![self.one(&writes[0]).await]
             } else {
-                match together(pool, sql, &writes).await {
+                match self.together(&writes).await {
                     Ok(results) => results,
                     // The commit failed: it may have happened, so each
                     // caller hears the failure, as of a write of its own.
@@ -137,7 +135,7 @@ impl Group {
                     Err(Failed::Before) => {
                         let mut results = Vec::with_capacity(writes.len());
                         for w in &writes {
-                            results.push(one(pool, sql, w).await);
+                            results.push(self.one(w).await);
                         }
                         results
                     }
@@ -148,72 +146,74 @@ impl Group {
             }
         }
     }
-}
 
-/// Run `w` on `exec`: its outcome as the store reports it, or the
-/// database's error.
-async fn apply<'c, DB>(
-    exec: &'c mut DB::Connection,
-    sql: &GroupSql,
-    w: &Write,
-) -> std::result::Result<Result<()>, sqlx::Error>
-where
-    DB: Engine,
-    for<'e> &'e mut DB::Connection: Executor<'e, Database = DB>,
-    DB::Arguments: IntoArguments<DB>,
-    for<'a> &'a str: Encode<'a, DB> + Type<DB>,
-    for<'a> String: Encode<'a, DB> + Decode<'a, DB> + Type<DB>,
-    for<'a> Option<&'a str>: Encode<'a, DB> + Type<DB>,
-    for<'a> i64: Encode<'a, DB> + Decode<'a, DB> + Type<DB>,
-    for<'a> Option<i64>: Encode<'a, DB> + Type<DB>,
-    usize: ColumnIndex<DB::Row>,
-{
-    let q = |s: &Arc<str>| sqlx::query(sqlx::AssertSqlSafe(Arc::clone(s)));
-    match w {
-        Write::Insert(c) => {
-            let done = bind_row(q(&sql.insert), c).execute(&mut *exec).await?;
-            Ok(match DB::rows_affected(&done) {
-                0 => Err(Error::AlreadyExists),
-                _ => Ok(()),
-            })
-        }
-        Write::Replace(c, expected) => {
-            let done = bind_row(q(&sql.replace), c)
-                .bind(*expected)
-                .execute(&mut *exec)
-                .await?;
-            if DB::rows_affected(&done) > 0 {
-                return Ok(Ok(()));
+    /// Run `w` on `exec`: its outcome as the store reports it, or the
+    /// database's error.
+    async fn apply(
+        &self,
+        exec: &mut DB::Connection,
+        w: &Write,
+    ) -> std::result::Result<Result<()>, sqlx::Error> {
+        let q = |s: &Arc<str>| sqlx::query(sqlx::AssertSqlSafe(Arc::clone(s)));
+        match w {
+            Write::Insert(c) => {
+                let done = bind_row(q(&self.sql.insert), c).execute(&mut *exec).await?;
+                Ok(match DB::rows_affected(&done) {
+                    0 => Err(Error::AlreadyExists),
+                    _ => Ok(()),
+                })
             }
-            // Lost: tell a missing row from a changed one.
-            let exists = q(&sql.exists)
-                .bind(c.id.as_str())
-                .fetch_optional(&mut *exec)
-                .await?;
-            Ok(Err(if exists.is_some() {
-                Error::Conflict
-            } else {
-                Error::NotFound
-            }))
+            Write::Replace(c, expected) => {
+                let done = bind_row(q(&self.sql.replace), c)
+                    .bind(*expected)
+                    .execute(&mut *exec)
+                    .await?;
+                if DB::rows_affected(&done) > 0 {
+                    return Ok(Ok(()));
+                }
+                // Lost: tell a missing row from a changed one.
+                let exists = q(&self.sql.exists)
+                    .bind(c.id.as_str())
+                    .fetch_optional(&mut *exec)
+                    .await?;
+                Ok(Err(if exists.is_some() {
+                    Error::Conflict
+                } else {
+                    Error::NotFound
+                }))
+            }
         }
     }
-}
 
-/// `w` alone, on a connection of the pool, outside a transaction.
-async fn one<DB>(pool: &Pool<DB>, sql: &GroupSql, w: &Write) -> Result<()>
-where
-    DB: Engine,
-    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
-    DB::Arguments: IntoArguments<DB>,
-    for<'a> &'a str: Encode<'a, DB> + Type<DB>,
-    for<'a> String: Encode<'a, DB> + Decode<'a, DB> + Type<DB>,
-    for<'a> Option<&'a str>: Encode<'a, DB> + Type<DB>,
-    for<'a> i64: Encode<'a, DB> + Decode<'a, DB> + Type<DB>,
-    for<'a> Option<i64>: Encode<'a, DB> + Type<DB>,
-    usize: ColumnIndex<DB::Row>,
-{
-    let mut conn = pool.acquire().await.map_err(backend)?;
-    apply::<DB>(&mut conn, sql, w).await.map_err(backend)?
+    /// `w` alone, on a connection of the pool, outside a transaction.
+    async fn one(&self, w: &Write) -> Result<()> {
+        let mut conn = self.pool.acquire().await.map_err(backend)?;
+        self.apply(&mut conn, w).await.map_err(backend)?
+    }
+
+    /// `writes` in one transaction, in order; their outcomes once committed.
+    async fn together(&self, writes: &[Write]) -> std::result::Result<Vec<Result<()>>, Failed> {
+        // Rows are locked in the order of their ids (the writes to one row
+        // in the order they came), so that two groups, of this process or
+        // another, never wait on each other in a cycle.
+        let mut order: Vec<usize> = (0..writes.len()).collect();
+        order.sort_by(|&a, &b| writes[a].id().cmp(writes[b].id()));
+        let mut tx = self
+            .pool
+            .begin_with(DB::DIALECT.begin_write)
+            .await
+            .map_err(|_| Failed::Before)?;
+        let mut results: Vec<Option<Result<()>>> = (0..writes.len()).map(|_| None).collect();
+        for i in order {
+            let outcome = self.apply(&mut tx, &writes[i]).await;
+            results[i] = Some(outcome.map_err(|_| Failed::Before)?);
+        }
+        tx.commit().await.map_err(Failed::Commit)?;
+        Ok(results
+            .into_iter()
+            .map(|r| r.unwrap_or(Err(Error::Conflict)))
+            .collect())
+    }
 }
 
 /// How a group's transaction failed.
@@ -235,41 +235,3 @@ impl std::fmt::Display for SharedError {
 }
 
 impl std::error::Error for SharedError {}
-
-/// `writes` in one transaction, in order; their outcomes once committed.
-async fn together<DB>(
-    pool: &Pool<DB>,
-    sql: &GroupSql,
-    writes: &[Write],
-) -> std::result::Result<Vec<Result<()>>, Failed>
-where
-    DB: Engine,
-    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
-    DB::Arguments: IntoArguments<DB>,
-    for<'a> &'a str: Encode<'a, DB> + Type<DB>,
-    for<'a> String: Encode<'a, DB> + Decode<'a, DB> + Type<DB>,
-    for<'a> Option<&'a str>: Encode<'a, DB> + Type<DB>,
-    for<'a> i64: Encode<'a, DB> + Decode<'a, DB> + Type<DB>,
-    for<'a> Option<i64>: Encode<'a, DB> + Type<DB>,
-    usize: ColumnIndex<DB::Row>,
-{
-    // Rows are locked in the order of their ids (the writes to one row
-    // in the order they came), so that two groups, of this process or
-    // another, never wait on each other in a cycle.
-    let mut order: Vec<usize> = (0..writes.len()).collect();
-    order.sort_by(|&a, &b| writes[a].id().cmp(writes[b].id()));
-    let mut tx = pool
-        .begin_with(DB::DIALECT.begin_write)
-        .await
-        .map_err(|_| Failed::Before)?;
-    let mut results: Vec<Option<Result<()>>> = (0..writes.len()).map(|_| None).collect();
-    for i in order {
-        let outcome = apply::<DB>(&mut tx, sql, &writes[i]).await;
-        results[i] = Some(outcome.map_err(|_| Failed::Before)?);
-    }
-    tx.commit().await.map_err(Failed::Commit)?;
-    Ok(results
-        .into_iter()
-        .map(|r| r.unwrap_or(Err(Error::Conflict)))
-        .collect())
-}

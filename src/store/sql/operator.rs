@@ -11,8 +11,8 @@ use super::dialect::Dialect;
 use super::row::tool_column;
 use super::statements::quote;
 use crate::store::operator::{TaskQuery, LONGEST_WAITING};
-use crate::store::WALK_BUDGET;
 use crate::store::Lease;
+use crate::store::WALK_BUDGET;
 
 /// A bound parameter.
 pub(super) enum Arg {
