@@ -1,7 +1,8 @@
 //! An operator's web dashboard (feature `dashboard`): see [`Dashboard`].
 //!
 //! One file per part: `access` (the tokens and roles), `sessions` (the
-//! browsers signed in), `auth` (the `Origin` check, the caller, sign-in,
+//! browsers signed in, by signed cookies), `counts` (the counts every
+//! page shares), `auth` (the `Origin` check, the caller, sign-in,
 //! CSRF), `pages` (the `GET` routes), `overview`, `list`, `task` (each
 //! page's HTML), `chart` (the last hour), `live` (SSE), `html`
 //! (escaping and the page shell), `reply` (refusals and headers), and

@@ -135,7 +135,7 @@ impl TaskQuery {
         self
     }
 
-    /// The page after `cursor` (from [`TaskPage::next`]).
+    /// The page after `cursor` (from [`TaskPage::next`](super::TaskPage::next)).
     pub fn after(mut self, cursor: TaskCursor) -> Self {
         self.after = Some(cursor);
         self

@@ -23,7 +23,7 @@ use super::TaskRecord;
 pub const WALK_BUDGET: usize = 2_000;
 
 /// Where a page of a listing ends: an opaque text to hand back in
-/// [`TaskQuery::after`] (`Display` writes it, `FromStr` reads it).
+/// [`TaskQuery::after`](super::TaskQuery::after) (`Display` writes it, `FromStr` reads it).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct TaskCursor {
     created_at_ms: i64,
