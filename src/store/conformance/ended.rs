@@ -3,15 +3,9 @@
 //! created ended, each in the span of its last write; nothing unfinished,
 //! expired, purged or outside the spans.
 
-use super::{record, T0};
+use super::{ops, record, T0};
 use crate::protocol::TaskStatus;
-use crate::store::{EndedQuery, OperatorStore, TaskQuery, TaskStore};
-
-fn ops<S: TaskStore>(store: &S) -> &dyn OperatorStore {
-    store
-        .operator()
-        .expect("the store must offer the operator API (TaskStore::operator)")
-}
+use crate::store::{EndedQuery, TaskQuery, TaskStore};
 
 /// Tasks are counted in the minute they ended (not the one they were
 /// created in), by how they ended; a purged one no longer is.

@@ -45,6 +45,13 @@ pub use walk::operator_pages_of_rare_matches_are_bounded;
 
 const T0: i64 = 1_767_225_600_000; // 2026-01-01T00:00:00Z
 
+/// The store's operator API, which a store must offer to pass.
+fn ops<S: TaskStore>(store: &S) -> &dyn super::OperatorStore {
+    store
+        .operator()
+        .expect("the store must offer the operator API (TaskStore::operator)")
+}
+
 fn record(id: &str, owner: Option<&str>, created: i64, ttl: Option<u64>) -> TaskRecord {
     TaskRecord::new(id, Era::Modern, "tool", json!({"a": 1}), created, ttl)
         .with_owner(owner.map(str::to_owned))

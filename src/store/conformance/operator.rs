@@ -7,17 +7,9 @@ use std::sync::Arc;
 
 use serde_json::json;
 
-use super::{record, T0};
+use super::{ops, record, T0};
 use crate::protocol::TaskStatus;
-use crate::store::{
-    Era, Lease, OperatorStore, TaskPage, TaskQuery, TaskRecord, TaskStore, WaitingTask,
-};
-
-fn ops<S: TaskStore>(store: &S) -> &dyn OperatorStore {
-    store
-        .operator()
-        .expect("the store must offer the operator API (TaskStore::operator)")
-}
+use crate::store::{Era, Lease, TaskPage, TaskQuery, TaskRecord, TaskStore, WaitingTask};
 
 fn ids(page: &[Arc<TaskRecord>]) -> Vec<&str> {
     page.iter().map(|r| r.id.as_str()).collect()

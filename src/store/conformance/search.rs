@@ -5,15 +5,9 @@
 
 use serde_json::json;
 
-use super::{record, T0};
+use super::{ops, record, T0};
 use crate::protocol::TaskStatus;
-use crate::store::{OperatorStore, TaskQuery, TaskStore};
-
-fn ops<S: TaskStore>(store: &S) -> &dyn OperatorStore {
-    store
-        .operator()
-        .expect("the store must offer the operator API (TaskStore::operator)")
-}
+use crate::store::{TaskQuery, TaskStore};
 
 async fn found<S: TaskStore>(store: &S, text: &str, now_ms: i64) -> Vec<String> {
     let found = ops(store)

@@ -6,14 +6,8 @@
 
 use serde_json::json;
 
-use super::{record, T0};
-use crate::store::{Era, OperatorStore, TaskQuery, TaskRecord, TaskStore, WALK_BUDGET};
-
-fn ops<S: TaskStore>(store: &S) -> &dyn OperatorStore {
-    store
-        .operator()
-        .expect("the store must offer the operator API (TaskStore::operator)")
-}
+use super::{ops, record, T0};
+use crate::store::{Era, TaskQuery, TaskRecord, TaskStore, WALK_BUDGET};
 
 /// Two tasks hold a rare word, more than [`WALK_BUDGET`] tasks apart: every
 /// page's walk is bounded, and the pages together find both, in order,
