@@ -89,7 +89,7 @@ fn matching(d: &Dialect, table: &str, query: &TaskQuery, now_ms: i64, by_row: bo
 
 /// One page of what `query` matches, newest first.
 pub(super) fn find(d: &Dialect, table: &str, query: &TaskQuery, now_ms: i64) -> Sql {
-    page(d, table, query, now_ms, None)
+    page(d, table, query, matching(d, table, query, now_ms, false))
 }
 
 /// The rows of the creation index one walk reads.
@@ -131,26 +131,18 @@ pub(super) fn find_down_to(
     now_ms: i64,
     end: Option<(i64, &str)>,
 ) -> Sql {
-    page(d, table, query, now_ms, Some(end))
-}
-
-/// One page of what `query` matches, newest first; for a walk
-/// (`Some(end)`), as [`find_down_to`].
-fn page(
-    d: &Dialect,
-    table: &str,
-    query: &TaskQuery,
-    now_ms: i64,
-    walk: Option<Option<(i64, &str)>>,
-) -> Sql {
-    let mut s = matching(d, table, query, now_ms, walk.is_some());
-    let end = walk.flatten();
+    let mut s = matching(d, table, query, now_ms, true);
     if let Some((created, id)) = end {
         let created = s.arg(Arg::Int(created));
         let id = s.arg(Arg::Text(id.to_owned()));
         s.text
             .push_str(&format!(" AND (created_at_ms, id) >= ({created}, {id})"));
     }
+    page(d, table, query, s)
+}
+
+/// One page, newest first, of the rows `s` (a `WHERE` clause) selects.
+fn page(d: &Dialect, table: &str, query: &TaskQuery, mut s: Sql) -> Sql {
     let limit = s.arg(Arg::Int(page_size(query)));
     s.text = format!(
         "SELECT {} FROM {} WHERE {} ORDER BY created_at_ms DESC, id DESC LIMIT {limit}",
