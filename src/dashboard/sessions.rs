@@ -34,6 +34,14 @@ pub(crate) struct Session {
     pub(crate) csrf: String,
 }
 
+/// A live session's cookie, read.
+struct Signed<'v> {
+    role: Role,
+    /// Its end (Unix seconds).
+    ends: u64,
+    nonce: &'v str,
+}
+
 /// The signing key and the sessions signed out here.
 pub(crate) struct Sessions {
     key: [u8; 32],
@@ -83,6 +91,22 @@ impl Sessions {
     }
 
     fn get_at(&self, value: &str, now: u64) -> Option<Session> {
+        let live = self.live(value, now)?;
+        let mut csrf = String::with_capacity(64);
+        let tag = self
+            .mac(b"csrf", live.nonce.as_bytes())
+            .finalize()
+            .into_bytes();
+        crate::hex::push_hex(&mut csrf, &tag);
+        Some(Session {
+            role: live.role,
+            csrf,
+        })
+    }
+
+    /// What a cookie's value says, if this dashboard's key signed it, its
+    /// session has not ended and it was not signed out here.
+    fn live<'v>(&self, value: &'v str, now: u64) -> Option<Signed<'v>> {
         let (signed, mac) = value.rsplit_once('.')?;
         let mac = crate::hex::decode_hex(mac)?;
         self.mac(b"session", signed.as_bytes())
@@ -99,21 +123,13 @@ impl Sessions {
         if now >= ends || parts.next().is_some() || self.was_ended(nonce) {
             return None;
         }
-        let mut csrf = String::with_capacity(64);
-        let tag = self.mac(b"csrf", nonce.as_bytes()).finalize().into_bytes();
-        crate::hex::push_hex(&mut csrf, &tag);
-        Some(Session { role, csrf })
+        Some(Signed { role, ends, nonce })
     }
 
     /// End the session a cookie's value names, on this process.
     pub(crate) fn end(&self, value: &str) {
         let now = now_secs();
-        if self.get_at(value, now).is_none() {
-            return;
-        }
-        let mut parts = value.split('.').skip(1);
-        let (Some(Ok(ends)), Some(nonce)) = (parts.next().map(str::parse::<u64>), parts.next())
-        else {
+        let Some(live) = self.live(value, now) else {
             return;
         };
         let mut ended = self.ended.lock().unwrap_or_else(PoisonError::into_inner);
@@ -127,7 +143,7 @@ impl Sessions {
                 ended.remove(&first);
             }
         }
-        ended.insert(nonce.to_owned(), ends);
+        ended.insert(live.nonce.to_owned(), live.ends);
     }
 
     fn was_ended(&self, nonce: &str) -> bool {
