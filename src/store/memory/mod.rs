@@ -97,7 +97,25 @@ struct Shard {
     /// (`Inner::keep_created`): its listing walks it newest first.
     created: BTreeSet<(i64, Id)>,
     /// The same, by tool name: a listing of one tool walks only its own.
-    tools: HashMap<Box<str>, BTreeSet<(i64, Id)>, Hasher64>,
+    tools: ToolIndex,
+}
+
+/// The operator's tool index of a shard: tool name → `(created_at_ms, id)`.
+type ToolIndex = HashMap<Box<str>, BTreeSet<(i64, Id)>, Hasher64>;
+
+/// Put position `at` of a record of `tool` in a shard's creation and tool
+/// indexes; the name is copied only for a tool not indexed yet.
+fn index_for_operator(
+    created: &mut BTreeSet<(i64, Id)>,
+    tools: &mut ToolIndex,
+    tool: &str,
+    at: (i64, Id),
+) {
+    match tools.get_mut(tool) {
+        Some(set) => set.insert(at.clone()),
+        None => tools.entry(Box::from(tool)).or_default().insert(at.clone()),
+    };
+    created.insert(at);
 }
 
 impl Shard {
@@ -202,13 +220,8 @@ impl MemoryStore {
                 shard.queue.insert((at, id.clone()));
             }
             if self.inner.keep_created.load(Ordering::Acquire) {
-                let tool = Box::from(slot.tool_name());
-                shard.created.insert((created, id.clone()));
-                shard
-                    .tools
-                    .entry(tool)
-                    .or_default()
-                    .insert((created, id.clone()));
+                let at = (created, id.clone());
+                index_for_operator(&mut shard.created, &mut shard.tools, slot.tool_name(), at);
             }
         }
         write(self.owner_shard(owner.as_deref()))

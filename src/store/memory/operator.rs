@@ -14,7 +14,7 @@ use std::sync::atomic::Ordering;
 
 use super::id::Id;
 use super::slot::Slot;
-use super::{read, write, Gone, MemoryStore, Shard, LIST_SLACK};
+use super::{index_for_operator, read, write, Gone, MemoryStore, Shard, LIST_SLACK};
 use crate::store::operator::{OperatorStore, TaskQuery, TaskStats};
 use crate::store::Era;
 use crate::store::{
@@ -41,12 +41,7 @@ impl MemoryStore {
                 } = &mut *shard;
                 for (id, slot) in tasks.iter() {
                     let at = (slot.created_at_ms(), id.clone());
-                    let tool = slot.tool_name();
-                    match tools.get_mut(tool) {
-                        Some(set) => set.insert(at.clone()),
-                        None => tools.entry(Box::from(tool)).or_default().insert(at.clone()),
-                    };
-                    created.insert(at);
+                    index_for_operator(created, tools, slot.tool_name(), at);
                 }
             }
         });
