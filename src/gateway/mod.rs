@@ -366,6 +366,7 @@ impl Shared {
     /// (`input_required` with a `requestState` naming the waiting upstream
     /// call, which its retry continues); with no one to ask, it is refused.
     async fn forward(self: &Arc<Self>, req: &JsonRpcRequest) -> Result<Reply, JsonRpcError> {
+        // A 2026-07-28 client's retry carries MRTR members: the gateway's.
         let modern = req.protocol_version().is_some();
         let (params, sink) = upstream_params(req, None, modern)?;
         let owner = req.extensions.get::<TaskOwner>().map(|o| o.0.clone());
@@ -537,14 +538,14 @@ enum Reply {
 
 /// The params to send upstream for `req` (see [`Outbound`]: without the
 /// 2026-07-28 `_meta` keys and the client's `progressToken`, kept in the
-/// sink; a tool call without its MRTR members), and the sink that reports
-/// this run.
+/// sink; without the MRTR members when `mrtr`, see [`Outbound::of`]), and
+/// the sink that reports this run.
 fn upstream_params(
     req: &JsonRpcRequest,
     handle: Option<TaskHandle>,
-    tool_call: bool,
+    mrtr: bool,
 ) -> Result<(Outbound, RunSink), JsonRpcError> {
-    let (params, client) = Outbound::of(req, tool_call)?;
+    let (params, client) = Outbound::of(req, mrtr)?;
     let modern = req.protocol_version().is_some();
     let sink = RunSink {
         relay: handle.is_none() && !modern,

@@ -41,11 +41,10 @@ pub(crate) struct Outbound {
 }
 
 impl Outbound {
-    /// Of `req`'s params; `tool_call`: drop the MRTR members.
-    pub(crate) fn of(
-        req: &JsonRpcRequest,
-        tool_call: bool,
-    ) -> Result<(Self, ClientMeta), JsonRpcError> {
+    /// Of `req`'s params; `mrtr`: the MRTR members (`requestState`,
+    /// `inputResponses`) are the gateway's, taken out (a tool call, or a
+    /// 2026-07-28 client's forwarded request), not the upstream's.
+    pub(crate) fn of(req: &JsonRpcRequest, mrtr: bool) -> Result<(Self, ClientMeta), JsonRpcError> {
         let owned;
         let text = match &req.params {
             None => "{}",
@@ -70,11 +69,11 @@ impl Outbound {
                     }
                     continue;
                 }
-                "requestState" if tool_call => {
+                "requestState" if mrtr => {
                     request_state = serde_json::from_str::<String>(value.get()).ok();
                     continue;
                 }
-                "inputResponses" if tool_call => continue,
+                "inputResponses" if mrtr => continue,
                 _ => {}
             }
             // A key as JSON text: always encodable.
