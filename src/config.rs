@@ -93,7 +93,7 @@ pub(crate) fn default_owner(req: &JsonRpcRequest) -> Option<String> {
 /// Each tool's [`TaskPolicy`], and the one for tools without their own.
 #[derive(Clone, Debug)]
 pub(crate) struct ToolPolicies {
-    pub(crate) by_tool: HashMap<String, TaskPolicy>,
+    pub(crate) by_tool: HashMap<String, TaskPolicy, crate::hashing::Chosen>,
     pub(crate) default: TaskPolicy,
 }
 
@@ -135,7 +135,7 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             policies: Arc::new(ToolPolicies {
-                by_tool: HashMap::new(),
+                by_tool: HashMap::default(),
                 default: TaskPolicy::Sync,
             }),
             default_ttl: Some(Duration::from_secs(3600)),

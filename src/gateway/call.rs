@@ -116,15 +116,18 @@ impl UpstreamCall {
         };
         tokio::pin!(cancelled);
         loop {
+            // The answer first (one that came with a cancel ends the call
+            // either way), then the cancel, which an upstream sending
+            // events without end cannot keep out.
             let event = tokio::select! {
                 biased;
-                () = &mut cancelled => {
-                    self.cancel_upstream("the task was cancelled");
-                    return Step::Done(Err(JsonRpcError::internal("the call was cancelled")));
-                }
                 out = &mut self.answer => {
                     self.finish();
                     return Step::Done(out);
+                }
+                () = &mut cancelled => {
+                    self.cancel_upstream("the task was cancelled");
+                    return Step::Done(Err(JsonRpcError::internal("the call was cancelled")));
                 }
                 event = self.events.recv() => event,
             };

@@ -90,7 +90,7 @@ impl ParkedTable {
 
 /// Both tables.
 pub(crate) struct Calls {
-    running: Mutex<HashMap<(u64, u64), Running>>,
+    running: Mutex<HashMap<(u64, u64), Running, crate::hashing::Own>>,
     parked: Mutex<ParkedTable>,
     max_parked: usize,
     park_ttl: Duration,

@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio_util::sync::CancellationToken;
 
+use crate::hashing::Chosen;
 use crate::jsonrpc::RequestId;
 
 type Key = (Option<String>, RequestId);
@@ -16,7 +17,7 @@ type Key = (Option<String>, RequestId);
 /// The requests in flight that a client may cancel.
 #[derive(Default)]
 pub(crate) struct Cancels {
-    map: Mutex<HashMap<Key, CancellationToken>>,
+    map: Mutex<HashMap<Key, CancellationToken, Chosen>>,
 }
 
 /// One request watched for its cancellation, until dropped.
@@ -53,7 +54,7 @@ impl Cancels {
         self.lock().len()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Key, CancellationToken>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Key, CancellationToken, Chosen>> {
         self.map.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }

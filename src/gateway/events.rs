@@ -25,12 +25,11 @@ pub(crate) trait Registry: Send + Sync + 'static {
     fn unregister(&self, serial: u64, id: u64);
 }
 
-/// The `progressToken` the gateway puts on upstream call `id`.
-pub(crate) fn progress_token(id: u64) -> String {
-    format!("mcp-tasks-{id}")
-}
+/// The `progressToken` the gateway puts on upstream call `id` is this and
+/// the id's digits.
+pub(crate) const TOKEN_PREFIX: &str = "mcp-tasks-";
 
 /// The upstream call id of a `progressToken` the gateway made.
 pub(crate) fn call_of_token(token: &Value) -> Option<u64> {
-    token.as_str()?.strip_prefix("mcp-tasks-")?.parse().ok()
+    token.as_str()?.strip_prefix(TOKEN_PREFIX)?.parse().ok()
 }

@@ -343,7 +343,7 @@ impl Shared {
             // The upstream's result as it wrote it, not parsed and written
             // again (a 2026-07-28 client's gains `resultType`).
             Ok(Reply::Raw(raw)) => match reply::shaped_raw(raw, modern) {
-                Ok(raw) => JsonRpcResponse::raw_result(id, raw),
+                Ok(raw) => JsonRpcResponse::trusted_text(id, raw.into_string()),
                 Err(value) => JsonRpcResponse::result(id, reply::shaped(value, modern)),
             },
             Err(error) => JsonRpcResponse::error(id, error),
@@ -533,7 +533,7 @@ impl Shared {
 /// A result for the client: made here, or the upstream's as it wrote it.
 enum Reply {
     Value(Value),
-    Raw(Box<serde_json::value::RawValue>),
+    Raw(crate::upstream::link::ResultText),
 }
 
 /// The params to send upstream for `req` (see [`Outbound`]: without the

@@ -12,13 +12,26 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use super::events::progress_token;
-use crate::jsonrpc::{JsonRpcError, JsonRpcRequest};
+use super::events::TOKEN_PREFIX;
+use crate::jsonrpc::{scan_members, JsonRpcError, JsonRpcRequest};
 use crate::protocol::META_CLIENT_CAPABILITIES;
 
-/// The members of a params object, their values as text.
+/// The members of a params object, their values as text (serde's read:
+/// repeated keys, the last one counts).
 #[derive(Deserialize)]
 struct Members<'a>(#[serde(borrow)] BTreeMap<Cow<'a, str>, &'a RawValue>);
+
+/// The members of the object `text`, read by hand (keys without escapes,
+/// none repeated), or `None`: then serde reads them, as [`Members`].
+fn plain_members(text: &str) -> Option<Vec<(Cow<'_, str>, &str)>> {
+    let mut members: Vec<(Cow<'_, str>, &str)> = Vec::with_capacity(4);
+    let mut repeated = false;
+    scan_members(text, |key, value| {
+        repeated |= members.iter().any(|(k, _)| k == key);
+        members.push((Cow::Borrowed(key), value));
+    })?;
+    (!repeated).then_some(members)
+}
 
 /// What the client's `_meta` said that the gateway keeps for itself.
 #[derive(Debug, Default)]
@@ -56,30 +69,48 @@ impl Outbound {
                 }
             },
         };
-        let Members(members) = serde_json::from_str(text)
-            .map_err(|e| JsonRpcError::invalid_params(format!("params must be an object: {e}")))?;
+        let members = match plain_members(text) {
+            Some(members) => members,
+            None => {
+                let Members(members) = serde_json::from_str(text).map_err(|e| {
+                    JsonRpcError::invalid_params(format!("params must be an object: {e}"))
+                })?;
+                members.into_iter().map(|(k, v)| (k, v.get())).collect()
+            }
+        };
         let mut body = String::with_capacity(text.len() + 16);
         let mut meta = Map::new();
         let mut request_state = None;
         for (key, value) in members {
             match &*key {
                 "_meta" => {
-                    if let Ok(Value::Object(m)) = serde_json::from_str(value.get()) {
+                    if let Ok(Value::Object(m)) = serde_json::from_str(value) {
                         meta = m;
                     }
                     continue;
                 }
                 "requestState" if mrtr => {
-                    request_state = serde_json::from_str::<String>(value.get()).ok();
+                    request_state = serde_json::from_str::<String>(value).ok();
                     continue;
                 }
                 "inputResponses" if mrtr => continue,
                 _ => {}
             }
-            // A key as JSON text: always encodable.
-            body.push_str(&serde_json::to_string(&*key).unwrap_or_default());
+            match &key {
+                // Borrowed: the key had no escape in the client's text, so
+                // that text is its JSON as it is.
+                Cow::Borrowed(plain) => {
+                    body.push('"');
+                    body.push_str(plain);
+                    body.push('"');
+                }
+                // A key as JSON text: always encodable.
+                Cow::Owned(escaped) => {
+                    body.push_str(&serde_json::to_string(escaped).unwrap_or_default());
+                }
+            }
             body.push(':');
-            body.push_str(value.get());
+            body.push_str(value);
             body.push(',');
         }
         let caps = meta.get(META_CLIENT_CAPABILITIES).cloned();
@@ -96,28 +127,41 @@ impl Outbound {
     }
 
     /// The JSON-RPC request `id` for `method` with these params, the
-    /// gateway's `progressToken` for `id` in its `_meta`.
+    /// gateway's `progressToken` for `id` in its `_meta`: written into one
+    /// buffer sized ahead.
     pub(crate) fn message(&self, id: u64, method: &str) -> String {
-        let token = progress_token(id);
-        let meta = if self.meta.is_empty() {
-            // The common case: the token alone (made of digits, nothing
-            // to escape).
-            format!(r#"{{"progressToken":"{token}"}}"#)
-        } else {
-            let mut meta = self.meta.clone();
-            meta.insert("progressToken".into(), Value::String(token));
-            Value::Object(meta).to_string()
-        };
-        let method = Value::from(method).to_string();
-        let mut out = String::with_capacity(self.body.len() + meta.len() + method.len() + 64);
+        let mut ids = itoa::Buffer::new();
+        let id = ids.format(id);
+        let mut out = String::with_capacity(self.body.len() + method.len() + 2 * id.len() + 96);
         out.push_str(r#"{"jsonrpc":"2.0","id":"#);
-        out.push_str(&id.to_string());
+        out.push_str(id);
         out.push_str(r#","method":"#);
-        out.push_str(&method);
+        if method.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+            out.push('"');
+            out.push_str(method);
+            out.push('"');
+        } else {
+            out.push_str(&Value::from(method).to_string());
+        }
         out.push_str(r#","params":{"#);
         out.push_str(&self.body);
         out.push_str(r#""_meta":"#);
-        out.push_str(&meta);
+        if self.meta.is_empty() {
+            // The common case: the token alone (made of digits, nothing
+            // to escape).
+            out.push_str(r#"{"progressToken":""#);
+            out.push_str(TOKEN_PREFIX);
+            out.push_str(id);
+            out.push('"');
+            out.push('}');
+        } else {
+            let mut meta = self.meta.clone();
+            meta.insert(
+                "progressToken".into(),
+                Value::String(format!("{TOKEN_PREFIX}{id}")),
+            );
+            out.push_str(&Value::Object(meta).to_string());
+        }
         out.push_str("}}");
         out
     }
@@ -164,6 +208,20 @@ mod tests {
                     "_meta": { "trace": "t", "progressToken": "mcp-tasks-42" }
                 }
             })
+        );
+        // A key with an escape or a repeated one: serde reads the params
+        // (the last of a repeated member counts), and the same message goes.
+        let (out, _) = of(json!({}), true);
+        assert_eq!(out.body, "");
+        let req = JsonRpcRequest::from_slice(
+            br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"n\u0061me":"a","x":1,"x":2}}"#,
+        )
+        .unwrap();
+        let (out, _) = Outbound::of(&req, true).unwrap();
+        let sent: Value = serde_json::from_str(&out.message(3, "tools/call")).unwrap();
+        assert_eq!(
+            sent["params"],
+            json!({ "name": "a", "x": 2, "_meta": { "progressToken": "mcp-tasks-3" } })
         );
         // Forwarded requests keep every member but `_meta`'s own.
         let (out, _) = of(json!({ "requestState": "s1", "_meta": 3 }), false);

@@ -3,11 +3,11 @@
 //! the upstream said of itself, the upstream's tools, and `resultType` on
 //! every 2026-07-28 result.
 
-use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
 use crate::jsonrpc::{code, JsonRpcError, JsonRpcRequest};
 use crate::protocol::{META_PROTOCOL_VERSION, PROTOCOL_2025_11_25, PROTOCOL_2026_07_28};
+use crate::upstream::link::ResultText;
 use crate::upstream::session::{ServerInfo, UPSTREAM_VERSIONS};
 
 /// The versions the gateway serves its clients.
@@ -118,7 +118,7 @@ pub(crate) fn shaped(mut result: Value, modern: bool) -> Value {
 /// of the object's members when the client speaks 2026-07-28 and the text
 /// holds no `resultType` anywhere; otherwise (a member of that name
 /// somewhere, or not an object) the value, to be shaped as a `Value`.
-pub(crate) fn shaped_raw(raw: Box<RawValue>, modern: bool) -> Result<Box<RawValue>, Value> {
+pub(crate) fn shaped_raw(raw: ResultText, modern: bool) -> Result<ResultText, Value> {
     let text = raw.get();
     if !modern {
         return Ok(raw);
@@ -131,9 +131,8 @@ pub(crate) fn shaped_raw(raw: Box<RawValue>, modern: bool) -> Result<Box<RawValu
         } else {
             format!("{{\"resultType\":\"complete\",{rest}")
         };
-        if let Ok(raw) = RawValue::from_string(spliced) {
-            return Ok(raw);
-        }
+        // A member put first into an object that was valid: valid.
+        return Ok(ResultText::trusted(spliced));
     }
     Err(serde_json::from_str(text).unwrap_or(Value::Null))
 }
@@ -150,8 +149,8 @@ pub(crate) fn state_key() -> Result<String, JsonRpcError> {
 mod tests {
     use super::*;
 
-    fn raw(text: &str) -> Box<RawValue> {
-        RawValue::from_string(text.to_owned()).unwrap()
+    fn raw(text: &str) -> ResultText {
+        ResultText::trusted(text.to_owned())
     }
 
     #[test]

@@ -25,6 +25,8 @@ mod scan;
 pub use params::Params;
 pub(crate) use params::StrParam;
 pub use refusal::IdentityRefusal;
+#[cfg(feature = "gateway")]
+pub(crate) use scan::{answer as scan_answer, members as scan_members};
 
 /// Error codes used by MCP and by this crate.
 pub mod code {

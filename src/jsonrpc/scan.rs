@@ -73,6 +73,61 @@ pub(super) fn scan(bytes: &[u8]) -> Option<Scanned<'_>> {
     })
 }
 
+/// Read `bytes` as exactly `{"jsonrpc":"2.0","id":N,"result":…}` (any
+/// order, each once, `N` a non-negative integer): an answer to one of the
+/// gateway's requests, as `(N, where the result's text lies)`. `None` for
+/// anything else or when the scan is not sure (see the module docs): the
+/// caller then reads the message with serde.
+#[cfg(feature = "gateway")]
+pub(crate) fn answer(bytes: &[u8]) -> Option<(u64, Range<usize>)> {
+    let text = std::str::from_utf8(bytes).ok()?;
+    let mut s = Scanner {
+        text,
+        bytes,
+        pos: 0,
+    };
+    let (mut jsonrpc, mut id, mut result) = (None, None, None);
+    s.object(1, &["jsonrpc", "id", "result"], |s, key, depth| {
+        match key {
+            "jsonrpc" if jsonrpc.is_none() => jsonrpc = Some(s.plain_str()?),
+            "id" if id.is_none() => id = Some(u64::try_from(s.number()??).ok()?),
+            "result" if result.is_none() => {
+                let start = s.pos;
+                s.skip(depth)?;
+                result = Some(start..s.pos);
+            }
+            _ => return None,
+        }
+        Some(())
+    })?;
+    s.ws();
+    if s.pos != bytes.len() || jsonrpc? != "2.0" {
+        return None;
+    }
+    Some((id?, result?))
+}
+
+/// Hand each member of the object `text` to `member(key, value's text)`,
+/// in the order written; `None` (after some members, maybe) when it is not
+/// an object or the scan is not sure, as for [`answer`]: keys with escapes
+/// included. The values are checked as a `Value` parse checks them.
+#[cfg(feature = "gateway")]
+pub(crate) fn members<'a>(text: &'a str, mut member: impl FnMut(&'a str, &'a str)) -> Option<()> {
+    let mut s = Scanner {
+        text,
+        bytes: text.as_bytes(),
+        pos: 0,
+    };
+    s.object(1, &[], |s, key, depth| {
+        let start = s.pos;
+        s.skip(depth)?;
+        member(key, s.text.get(start..s.pos)?);
+        Some(())
+    })?;
+    s.ws();
+    (s.pos == text.len()).then_some(())
+}
+
 struct Scanner<'a> {
     text: &'a str,
     bytes: &'a [u8],
@@ -392,6 +447,65 @@ fn special_at(bytes: &[u8], from: usize) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::special_at;
+
+    /// The upstream's answers the gateway reads by hand: exactly what serde
+    /// reads as `{jsonrpc, id, result}`, the result's text as written.
+    #[cfg(feature = "gateway")]
+    #[test]
+    fn answers_are_read_by_hand_only_when_sure() {
+        use super::answer;
+        let text = |b: &str| answer(b.as_bytes()).map(|(id, r)| (id, b[r].to_owned()));
+        let result = r#"{"content":[{"type":"text","text":"a\"b\u00e9"}],"isError":false}"#;
+        let line = format!(r#"{{"jsonrpc":"2.0","id":7,"result":{result}}}"#);
+        assert_eq!(text(&line), Some((7, result.to_owned())));
+        let reordered = format!(r#" {{ "result" : {result} , "id" : 0 , "jsonrpc" : "2.0" }} "#);
+        assert_eq!(text(&reordered), Some((0, result.to_owned())));
+        for other in [
+            r#"{"jsonrpc":"2.0","id":7,"error":{"code":-1,"message":"m"}}"#,
+            r#"{"jsonrpc":"2.0","id":7,"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","id":-1,"result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":"7","result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":7.5,"result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":7,"result":{},"result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":7,"result":{}} x"#,
+            r#"{"jsonrpc":"2.0","id":7,"result":{"a":"\ud800"}}"#,
+            r#"{"jsonrpc":"1.0","id":7,"result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":7}"#,
+            r#"{"jsonrpc":"2.0","id":7,"result":{"a":}}"#,
+        ] {
+            assert_eq!(text(other), None, "{other}");
+        }
+    }
+
+    /// An object's members by hand: keys and values' text in order; keys
+    /// with escapes and anything not an object are left to serde.
+    #[cfg(feature = "gateway")]
+    #[test]
+    fn members_are_read_by_hand_only_when_sure() {
+        use super::members;
+        let read = |t: &str| {
+            let mut out = Vec::new();
+            members(t, |k, v| out.push(format!("{k}={v}"))).map(|()| out)
+        };
+        assert_eq!(
+            read(r#"{"name":"echo", "arguments" : {"text":"hi","n":[1,{}]},"_meta":null}"#),
+            Some(vec![
+                r#"name="echo""#.to_owned(),
+                r#"arguments={"text":"hi","n":[1,{}]}"#.to_owned(),
+                "_meta=null".to_owned(),
+            ])
+        );
+        assert_eq!(read("{}"), Some(vec![]));
+        for other in [
+            r#"{"na\u006de":1}"#,
+            "[1]",
+            r#"{"a":1"#,
+            r#"{"a":1} 2"#,
+            r#"{"a":01}"#,
+        ] {
+            assert_eq!(read(other), None, "{other}");
+        }
+    }
 
     /// Eight bytes at a time finds what a byte-by-byte look finds.
     #[test]

@@ -20,6 +20,7 @@ use super::lines::{Line, LineReader};
 use super::peer::StdioPeer;
 use super::writer::write_lines;
 use crate::context::TaskOwner;
+use crate::hashing::Chosen;
 use crate::jsonrpc::{JsonRpcError, JsonRpcRequest, JsonRpcResponse, RequestId};
 use crate::peer::Peer;
 use crate::pending::{read_incoming, Incoming, PendingRequests};
@@ -55,14 +56,18 @@ enum Message {
 /// The requests in flight, by id, so `notifications/cancelled` can stop them.
 #[derive(Default)]
 struct InFlight {
-    calls: Mutex<HashMap<RequestId, (u64, AbortHandle)>>,
+    calls: Mutex<HashMap<RequestId, (u64, AbortHandle), Chosen>>,
 }
 
 impl InFlight {
     fn remove(&self, id: &RequestId, serial: u64) {
+        // One hash: a request with the same id that came since (a
+        // client reusing ids) is put back.
         let mut calls = self.map();
-        if calls.get(id).is_some_and(|(s, _)| *s == serial) {
-            calls.remove(id);
+        if let Some(entry) = calls.remove_entry(id) {
+            if entry.1 .0 != serial {
+                calls.insert(entry.0, entry.1);
+            }
         }
     }
 
@@ -76,7 +81,7 @@ impl InFlight {
         }
     }
 
-    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<RequestId, (u64, AbortHandle)>> {
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<RequestId, (u64, AbortHandle), Chosen>> {
         self.calls.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
@@ -170,13 +175,17 @@ where
     ) -> io::Result<()> {
         // A request read while every permit was taken, waiting for one.
         let mut parked: Option<Message> = None;
+        // Made once: a wait made anew on each turn registers and
+        // unregisters itself with the token every message.
+        let broken = broken.cancelled();
+        tokio::pin!(broken);
         loop {
             while self.calls.try_join_next().is_some() {}
             let message = match parked.take() {
                 Some(message) => message,
                 None => tokio::select! {
                     biased;
-                    () = broken.cancelled() => return Ok(()),
+                    () = &mut broken => return Ok(()),
                     line = lines.next() => match line? {
                         Line::Eof => return Ok(()),
                         line => self.classify(line),
@@ -196,7 +205,7 @@ where
                 tokio::select! {
                     biased;
                     permit = self.acquire() => break permit,
-                    () = broken.cancelled() => return Ok(()),
+                    () = &mut broken => return Ok(()),
                     line = lines.next() => match line? {
                         Line::Eof => {
                             let permit = self.acquire().await;

@@ -20,11 +20,14 @@ pub(super) async fn write_lines<W: AsyncWrite + Unpin>(
     // blocking thread, so each write is a round trip there).
     let mut output = BufWriter::with_capacity(64 * 1024, output);
     let outcome = async {
+        // Made once, not registered with the token anew each message.
+        let stopped = stop.cancelled();
+        tokio::pin!(stopped);
         loop {
             let message = tokio::select! {
                 biased;
                 message = queue.recv() => message,
-                () = stop.cancelled() => None,
+                () = &mut stopped => None,
             };
             let Some(message) = message else { break };
             write_one(&mut output, &message).await?;

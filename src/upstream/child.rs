@@ -40,10 +40,17 @@ pub(crate) fn spawn(
     // The writer: one message a line, until the link or the pipe ends.
     let writer_link = Arc::clone(&link);
     tokio::spawn(async move {
+        // Made once: a wait made anew on each turn registers and
+        // unregisters itself with the token every message.
+        let closed = writer_link.closed();
+        tokio::pin!(closed);
         loop {
+            // The message first: the wait for the end is polled only
+            // when there is none.
             let message = tokio::select! {
+                biased;
                 m = rx.recv() => m,
-                () = writer_link.closed() => None,
+                () = &mut closed => None,
             };
             let Some(mut message) = message else { break };
             message.push(b'\n');
@@ -57,10 +64,13 @@ pub(crate) fn spawn(
     let reader_link = Arc::clone(&link);
     tokio::spawn(async move {
         let mut lines = LineReader::new(BufReader::new(stdout), MAX_LINE);
+        let closed = reader_link.closed();
+        tokio::pin!(closed);
         let why = loop {
             let line = tokio::select! {
+                biased;
                 line = lines.next() => line,
-                () = reader_link.closed() => break "the gateway closed the connection".to_owned(),
+                () = &mut closed => break "the gateway closed the connection".to_owned(),
             };
             match line {
                 Ok(Line::Text(bytes)) => reader_link.deliver(&bytes, &*sink),

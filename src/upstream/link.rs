@@ -53,7 +53,39 @@ pub(crate) trait InboundSink: Send + Sync + 'static {
 
 /// An answer of the upstream: its `result` as it was written (parsed only
 /// by whoever needs a value), or its error.
-pub(crate) type Answer = Result<Box<RawValue>, JsonRpcError>;
+pub(crate) type Answer = Result<ResultText, JsonRpcError>;
+
+/// The text of one JSON value the upstream sent, checked when it arrived
+/// (by serde, or by the scan as serde checks it), without line breaks.
+#[derive(Debug)]
+pub(crate) struct ResultText(String);
+
+impl ResultText {
+    /// `text`, which the caller checked: as it is, or written again
+    /// compact if it has line breaks (between tokens: strings escape
+    /// them), so that it fits a line of stdio or an SSE `data:` line.
+    fn checked(text: &str) -> Self {
+        if !text.bytes().any(|b| b == b'\n' || b == b'\r') {
+            return ResultText(text.to_owned());
+        }
+        ResultText(crate::json::parse_trusted(text).to_string())
+    }
+
+    /// Text the gateway made of checked text, valid by construction.
+    pub(crate) fn trusted(text: String) -> Self {
+        ResultText(text)
+    }
+
+    /// The text.
+    pub(crate) fn get(&self) -> &str {
+        &self.0
+    }
+
+    /// The text, owned.
+    pub(crate) fn into_string(self) -> String {
+        self.0
+    }
+}
 
 type Waiter = oneshot::Sender<Answer>;
 
@@ -79,7 +111,7 @@ pub(crate) struct Link {
     /// for each restart).
     pub(crate) serial: u64,
     out: mpsc::Sender<Vec<u8>>,
-    waiting: Mutex<HashMap<u64, Waiter>>,
+    waiting: Mutex<HashMap<u64, Waiter, crate::hashing::Own>>,
     next_id: AtomicU64,
     closed: CancellationToken,
     why: Mutex<Option<String>>,
@@ -222,6 +254,14 @@ impl Link {
         JsonRpcError::internal(format!("the upstream is unavailable: {}", self.why()))
     }
 
+    /// Who waits for the answer to request `id`, no longer waiting.
+    fn waiter(&self, id: u64) -> Option<Waiter> {
+        self.waiting
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&id)
+    }
+
     /// One message the upstream sent: an answer to one of ours goes to its
     /// waiter, anything else to `sink`. Malformed messages are dropped.
     pub(crate) fn deliver(self: &Arc<Self>, bytes: &[u8], sink: &dyn InboundSink) {
@@ -236,6 +276,17 @@ impl Link {
         sink: &dyn InboundSink,
         related: Option<u64>,
     ) {
+        // The common message, an answer with a result, read by hand: its
+        // result's text kept as it is, with no tree and no serde visitor.
+        if let Some((id, result)) = crate::jsonrpc::scan_answer(bytes) {
+            let waiter = self.waiter(id);
+            let text = bytes.get(result).and_then(|b| std::str::from_utf8(b).ok());
+            if let (Some(waiter), Some(text)) = (waiter, text) {
+                // Checked by the scan as serde would check it.
+                let _ = waiter.send(Ok(ResultText::checked(text)));
+            }
+            return;
+        }
         let Ok(message) = serde_json::from_slice::<Envelope>(bytes) else {
             tracing::debug!("the upstream sent a line that is not a JSON-RPC message");
             return;
@@ -265,14 +316,11 @@ impl Link {
             }
             (None, Some(id)) => {
                 let Some(id) = id.as_u64() else { return };
-                let waiter = self
-                    .waiting
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .remove(&id);
-                let Some(waiter) = waiter else { return };
+                let Some(waiter) = self.waiter(id) else {
+                    return;
+                };
                 let answer = match (message.result, message.error) {
-                    (Some(result), _) => Ok(result),
+                    (Some(result), _) => Ok(ResultText::checked(result.get())),
                     (None, Some(error)) => {
                         Err(serde_json::from_value(error).unwrap_or_else(|_| {
                             JsonRpcError::internal("the upstream sent a malformed error")
@@ -285,6 +333,49 @@ impl Link {
                 let _ = waiter.send(answer);
             }
             _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Nobody;
+    impl InboundSink for Nobody {
+        fn inbound(&self, _: &Arc<Link>, _: Inbound) {}
+    }
+
+    /// An answer read by hand or by serde reaches its caller as text
+    /// without line breaks (written again compact when it had some), so
+    /// it fits one line of stdio or one SSE `data:` line.
+    #[tokio::test]
+    async fn answers_arrive_compact_whichever_way_they_were_read() {
+        let (tx, mut rx) = mpsc::channel(8);
+        let link = Link::new(1, tx);
+        for (line, want) in [
+            (
+                &br#"{"jsonrpc":"2.0","id":ID,"result":{"a":[1, 2]}}"#[..],
+                r#"{"a":[1, 2]}"#,
+            ),
+            (
+                b"{\"jsonrpc\":\"2.0\",\"id\":ID,\"result\":{\"a\":\r[1,\r\n2]}}",
+                r#"{"a":[1,2]}"#,
+            ),
+            // Not read by hand (a member the scan does not know): serde.
+            (
+                b"{\"jsonrpc\":\"2.0\",\"id\":ID,\"x\":0,\"result\":{\"a\":\r[1]}}",
+                r#"{"a":[1]}"#,
+            ),
+        ] {
+            let id = link.next_id();
+            let asking = Arc::clone(&link);
+            let call = tokio::spawn(async move { asking.request_text(id, "{}".into()).await });
+            rx.recv().await.unwrap();
+            let line = String::from_utf8_lossy(line).replace("ID", &id.to_string());
+            link.deliver(line.as_bytes(), &Nobody);
+            let answer = call.await.unwrap().unwrap();
+            assert_eq!(answer.get(), want);
         }
     }
 }

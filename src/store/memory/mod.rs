@@ -83,7 +83,7 @@ const LIST_SLACK: usize = 8;
 /// Task ids are the layer's 128 random bits, never the client's choice, so
 /// a fast seeded hash will do (SipHash cost ~200 instructions per id, and a
 /// task's life hashes its id half a dozen times).
-type Hasher64 = foldhash::fast::RandomState;
+type Hasher64 = crate::hashing::Own;
 
 #[derive(Debug, Default)]
 struct Shard {
