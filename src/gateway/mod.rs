@@ -387,7 +387,7 @@ impl Shared {
             }
             None => {
                 let (link, _) = self.upstream.session(self.cfg.connect_wait).await?;
-                self.start_call(&link, None, &req.method, &params)
+                self.start_call(&link, None, &req.method, &params, &sink)
             }
         };
         loop {
@@ -459,7 +459,7 @@ impl Shared {
                 _ => {
                     let lease = self.upstream.lease(self.cfg.connect_wait).await?;
                     let link = Arc::clone(&lease.link);
-                    self.start_call(&link, Some(lease), "tools/call", &fresh)
+                    self.start_call(&link, Some(lease), "tools/call", &fresh, &sink)
                 }
             };
         match call.step(&sink, token.as_ref()).await {
@@ -486,13 +486,15 @@ impl Shared {
     }
 
     /// A new upstream call, registered so that what the upstream sends for
-    /// it reaches it.
+    /// it reaches it; with the gateway's `progressToken` when `sink` has
+    /// somewhere to put its progress.
     fn start_call(
         &self,
         link: &Arc<Link>,
         lease: Option<Lease>,
         method: &str,
         params: &Outbound,
+        sink: &RunSink,
     ) -> UpstreamCall {
         let id = link.next_id();
         let events = self.calls.register(link.serial, id);
@@ -502,7 +504,7 @@ impl Shared {
             link,
             lease,
             id,
-            params.message(id, method),
+            params.message(id, method, sink.takes_progress()),
         )
     }
 

@@ -127,9 +127,10 @@ impl Outbound {
     }
 
     /// The JSON-RPC request `id` for `method` with these params, the
-    /// gateway's `progressToken` for `id` in its `_meta`: written into one
-    /// buffer sized ahead.
-    pub(crate) fn message(&self, id: u64, method: &str) -> String {
+    /// gateway's `progressToken` for `id` in its `_meta` when `progress`
+    /// (the call's progress has somewhere to go): written into one buffer
+    /// sized ahead.
+    pub(crate) fn message(&self, id: u64, method: &str, progress: bool) -> String {
         let mut ids = itoa::Buffer::new();
         let id = ids.format(id);
         let mut out = String::with_capacity(self.body.len() + method.len() + 2 * id.len() + 96);
@@ -144,9 +145,17 @@ impl Outbound {
             out.push_str(&Value::from(method).to_string());
         }
         out.push_str(r#","params":{"#);
+        if !progress && self.meta.is_empty() {
+            // No `_meta` at all: the members without the last comma.
+            out.push_str(self.body.strip_suffix(',').unwrap_or(&self.body));
+            out.push_str("}}");
+            return out;
+        }
         out.push_str(&self.body);
         out.push_str(r#""_meta":"#);
-        if self.meta.is_empty() {
+        if !progress {
+            out.push_str(&Value::Object(self.meta.clone()).to_string());
+        } else if self.meta.is_empty() {
             // The common case: the token alone (made of digits, nothing
             // to escape).
             out.push_str(r#"{"progressToken":""#);
@@ -197,7 +206,7 @@ mod tests {
         assert_eq!(client.token, Some(json!(7)));
         assert_eq!(client.caps, Some(json!({ "elicitation": {} })));
         assert_eq!(out.request_state.as_deref(), Some("s1"));
-        let sent: Value = serde_json::from_str(&out.message(42, "tools/call")).unwrap();
+        let sent: Value = serde_json::from_str(&out.message(42, "tools/call", true)).unwrap();
         assert_eq!(
             sent,
             json!({
@@ -218,14 +227,31 @@ mod tests {
         )
         .unwrap();
         let (out, _) = Outbound::of(&req, true).unwrap();
-        let sent: Value = serde_json::from_str(&out.message(3, "tools/call")).unwrap();
+        let sent: Value = serde_json::from_str(&out.message(3, "tools/call", true)).unwrap();
         assert_eq!(
             sent["params"],
             json!({ "name": "a", "x": 2, "_meta": { "progressToken": "mcp-tasks-3" } })
         );
+        // A call whose progress has nowhere to go asks for none: the
+        // client's `_meta` keys only, or no `_meta` at all.
+        let (out, _) = of(
+            json!({ "name": "echo", "_meta": { "progressToken": 1 } }),
+            true,
+        );
+        let sent: Value = serde_json::from_str(&out.message(4, "tools/call", false)).unwrap();
+        assert_eq!(sent["params"], json!({ "name": "echo" }));
+        let (out, _) = of(json!({ "name": "echo", "_meta": { "trace": "t" } }), true);
+        let sent: Value = serde_json::from_str(&out.message(4, "tools/call", false)).unwrap();
+        assert_eq!(
+            sent["params"],
+            json!({ "name": "echo", "_meta": { "trace": "t" } })
+        );
+        let (out, _) = of(json!({}), true);
+        let sent: Value = serde_json::from_str(&out.message(4, "ping", false)).unwrap();
+        assert_eq!(sent["params"], json!({}));
         // Forwarded requests keep every member but `_meta`'s own.
         let (out, _) = of(json!({ "requestState": "s1", "_meta": 3 }), false);
-        let sent: Value = serde_json::from_str(&out.message(1, "prompts/get")).unwrap();
+        let sent: Value = serde_json::from_str(&out.message(1, "prompts/get", true)).unwrap();
         assert_eq!(
             sent["params"],
             json!({ "requestState": "s1", "_meta": { "progressToken": "mcp-tasks-1" } })

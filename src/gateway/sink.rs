@@ -56,6 +56,13 @@ impl RunSink {
         })
     }
 
+    /// Whether the call's progress has somewhere to go: its task's status
+    /// message, or the client's own `progressToken`. A synchronous call
+    /// of a client that asked for none gets no token upstream.
+    pub(crate) fn takes_progress(&self) -> bool {
+        self.handle.is_some() || (self.peer.is_some() && self.client_token.is_some())
+    }
+
     /// A `notifications/progress` of the upstream for this call.
     pub(crate) fn progress(&self, params: &Value) {
         if let Some(handle) = &self.handle {

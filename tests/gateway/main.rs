@@ -15,4 +15,5 @@ mod everything;
 mod harness;
 mod http;
 mod listen;
+mod progress;
 mod python;

@@ -86,6 +86,13 @@ def finished(tool: str) -> None:
     event(f"finished {tool}")
 
 
+def asked_progress(ctx: Context) -> None:
+    """Say which `progressToken` the call came with (an event, `progress None` without)."""
+    meta = ctx.request_context.meta or {}
+    get = meta.get if isinstance(meta, dict) else lambda k: getattr(meta, k, None)
+    event(f"progress {get('progress_token') or get('progressToken')}")
+
+
 def related(ctx: Context) -> dict[str, Any]:
     """related_request_id for a server->client request, so that over Streamable HTTP
     it goes out on the POST's SSE stream of this call."""
@@ -96,8 +103,9 @@ def related(ctx: Context) -> dict[str, Any]:
 
 
 @mcp.tool(description="Say hello. Quick and synchronous.", structured_output=False)
-async def greet(name: str) -> str:
+async def greet(name: str, ctx: Context) -> str:
     started("greet")
+    asked_progress(ctx)
     finished("greet")
     return f"Hello, {name}!"
 
@@ -210,6 +218,7 @@ async def greeting(ctx: Context) -> str:
 )
 async def long(ctx: Context, seconds: float = 3, steps: int = 3) -> str:
     started("long")
+    asked_progress(ctx)
     steps = max(1, steps)
     try:
         for k in range(1, steps + 1):
