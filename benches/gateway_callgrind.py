@@ -32,6 +32,7 @@ def total(out_file):
 def main():
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
     work = sys.argv[2] if len(sys.argv) > 2 else tempfile.mkdtemp()
+    os.makedirs(work, exist_ok=True)
     client = os.path.join(work, "client.py")
     with open(client, "w") as f:
         f.write(CLIENT)
