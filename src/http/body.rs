@@ -73,6 +73,12 @@ pub(super) fn read_body<'p>(
                     buf.extend_from_slice(&data);
                 }
             }
+            // The body says it has no more (hyper: its `Content-Length`
+            // is all read): done, without polling it once more for the end
+            // (which, not yet known, would start the 408 timer).
+            if body.is_end_stream() {
+                return Poll::Ready(Ok(None));
+            }
         })
         .await?;
         if let Some(read) = over {
