@@ -35,6 +35,7 @@ pub(super) enum BodyError {
 /// An `async` block, not an `async fn` (whose arguments would be kept
 /// twice), reading in one poll loop (no frame kept across an await): the
 /// future is part of every request's.
+#[allow(clippy::manual_async_fn)]
 pub(super) fn read_body<'p>(
     parts: &'p Parts,
     declared: Option<u64>,

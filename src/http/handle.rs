@@ -119,6 +119,7 @@ struct Admitted {
 /// Read and check one request: the answer if it is refused (or was a
 /// client's answer to a server request). An `async` block, not an `async
 /// fn`, whose arguments would be kept twice in the future.
+#[allow(clippy::manual_async_fn)]
 fn admit_request<S>(
     state: Arc<EndpointState<S>>,
     parts: Parts,
@@ -202,6 +203,8 @@ where
 }
 
 /// Call the service with an admitted request and answer with its outcome.
+// An `async fn` would keep its arguments twice in its future.
+#[allow(clippy::manual_async_fn)]
 fn call<S>(
     state: Arc<EndpointState<S>>,
     admitted: Admitted,
