@@ -28,7 +28,7 @@ pin_project! {
         Passthrough { #[pin] fut: F },
         Capabilities { #[pin] fut: F, edit: Edit },
         Intercepted { fut: BoxFuture<'static, Result<JsonRpcResponse, E>> },
-        Ready { resp: Option<Box<JsonRpcResponse>> },
+        Ready { resp: Option<JsonRpcResponse> },
     }
 }
 
@@ -54,9 +54,7 @@ impl<F, E> ResponseFuture<F, E> {
     /// An answer the layer gave in `call` itself.
     pub(crate) fn ready(resp: JsonRpcResponse) -> Self {
         ResponseFuture {
-            kind: Kind::Ready {
-                resp: Some(Box::new(resp)),
-            },
+            kind: Kind::Ready { resp: Some(resp) },
         }
     }
 }
@@ -94,7 +92,7 @@ where
             KindProj::Intercepted { fut } => fut.as_mut().poll(cx),
             // Polled again after `Ready`: a contract breach by the caller.
             KindProj::Ready { resp } => match resp.take() {
-                Some(resp) => Poll::Ready(Ok(*resp)),
+                Some(resp) => Poll::Ready(Ok(resp)),
                 None => Poll::Pending,
             },
         }

@@ -1,7 +1,9 @@
 //! Reading a request body within the endpoint's limit, and draining one
 //! that is refused.
 
+use std::future::Future;
 use std::pin::Pin;
+use std::task::{ready, Poll};
 use std::time::Duration;
 
 use axum::body::{Body, Bytes, HttpBody};
@@ -9,6 +11,8 @@ use axum::http::header::EXPECT;
 use axum::http::request::Parts;
 use axum::http::Version;
 use bytes::BytesMut;
+
+use crate::store::BoxFuture;
 
 /// How much of a refused body the endpoint reads in all, as a multiple of
 /// the body limit (and at least [`MIN_DRAIN`]), before it answers.
@@ -27,43 +31,65 @@ pub(super) enum BodyError {
 /// Read the whole body, stopping as soon as it is known to exceed `limit`;
 /// a body over the limit is then drained (see [`drain`]).
 /// `declared` is the request's `Content-Length`, if it is a number.
-pub(super) async fn read_body(
-    parts: &Parts,
+///
+/// An `async` block, not an `async fn` (whose arguments would be kept
+/// twice), reading in one poll loop (no frame kept across an await): the
+/// future is part of every request's.
+#[allow(clippy::manual_async_fn)]
+pub(super) fn read_body<'p>(
+    parts: &'p Parts,
     declared: Option<u64>,
     body: Body,
     limit: usize,
-) -> Result<Bytes, BodyError> {
-    if declared.is_some_and(|n| n > u64::try_from(limit).unwrap_or(u64::MAX)) {
-        drain(parts, declared, body, limit).await;
-        return Err(BodyError::TooLarge);
-    }
-    let mut body = std::pin::pin!(body);
-    // A body that comes in one frame (most do) is kept as it came; a copy
-    // is made only when a second frame arrives.
-    let mut first: Option<Bytes> = None;
-    let mut buf = BytesMut::new();
-    while let Some(frame) = next_frame(body.as_mut()).await {
-        let Ok(frame) = frame else {
-            return Err(BodyError::Unreadable);
-        };
-        if let Ok(data) = frame.into_data() {
-            let read = first.as_ref().map_or(0, Bytes::len) + buf.len();
-            if data.len() > limit - read {
-                drop((first, buf));
-                drain_pinned(parts, declared, body, limit, read + data.len()).await;
-                return Err(BodyError::TooLarge);
-            }
-            if buf.is_empty() && first.is_none() {
-                first = Some(data);
-            } else {
-                if let Some(first) = first.take() {
-                    buf.extend_from_slice(&first);
-                }
-                buf.extend_from_slice(&data);
-            }
+) -> impl Future<Output = Result<Bytes, BodyError>> + Send + 'p {
+    async move {
+        if declared.is_some_and(|n| n > u64::try_from(limit).unwrap_or(u64::MAX)) {
+            drain(parts, declared, body, limit).await;
+            return Err(BodyError::TooLarge);
         }
+        let mut body = std::pin::pin!(body);
+        // A body that comes in one frame (most do) is kept as it came; a
+        // copy is made only when a second frame arrives.
+        let mut first: Option<Bytes> = None;
+        let mut buf = BytesMut::new();
+        // `Some(n)`: over the limit, `n` bytes read.
+        let over = std::future::poll_fn(|cx| loop {
+            let Some(frame) = ready!(body.as_mut().poll_frame(cx)) else {
+                return Poll::Ready(Ok(None));
+            };
+            let Ok(frame) = frame else {
+                return Poll::Ready(Err(BodyError::Unreadable));
+            };
+            if let Ok(data) = frame.into_data() {
+                let read = first.as_ref().map_or(0, Bytes::len) + buf.len();
+                if data.len() > limit - read {
+                    return Poll::Ready(Ok(Some(read + data.len())));
+                }
+                if buf.is_empty() && first.is_none() {
+                    first = Some(data);
+                } else {
+                    if let Some(first) = first.take() {
+                        buf.extend_from_slice(&first);
+                    }
+                    buf.extend_from_slice(&data);
+                }
+            }
+            // The body says it has no more (hyper: its `Content-Length`
+            // is all read): done, without polling it once more for the end
+            // (which, not yet known, would start the 408 timer).
+            if body.is_end_stream() {
+                return Poll::Ready(Ok(None));
+            }
+        })
+        .await?;
+        if let Some(read) = over {
+            drop((first, buf));
+            // Boxed: rare, and would make every request's future larger.
+            Box::pin(drain_pinned(parts, declared, body, limit, read)).await;
+            return Err(BodyError::TooLarge);
+        }
+        Ok(first.unwrap_or_else(|| buf.freeze()))
     }
-    Ok(first.unwrap_or_else(|| buf.freeze()))
 }
 
 /// Read and drop the body of a request the endpoint refuses, so that the
@@ -75,8 +101,16 @@ pub(super) async fn read_body(
 /// bounded amount is read: [`DRAIN_FACTOR`] times `limit` in all, for at
 /// most [`DRAIN_TIME`]; a body declared larger is not read at all. After
 /// that the answer goes out and the connection closes.
-pub(super) async fn drain(parts: &Parts, declared: Option<u64>, body: Body, limit: usize) {
-    drain_pinned(parts, declared, std::pin::pin!(body), limit, 0).await;
+///
+/// Boxed: refused requests are rare, and the drain's timer would make every
+/// request's future larger.
+pub(super) fn drain(
+    parts: &Parts,
+    declared: Option<u64>,
+    body: Body,
+    limit: usize,
+) -> BoxFuture<'_, ()> {
+    Box::pin(async move { drain_pinned(parts, declared, std::pin::pin!(body), limit, 0).await })
 }
 
 async fn drain_pinned(

@@ -1,6 +1,7 @@
 //! The request headers the endpoint reads, found in one pass over the
 //! header map ([`SeenHeaders`]) instead of a hashed look-up for each.
 
+use axum::http::header::{ACCEPT, CONTENT_LENGTH, CONTENT_TYPE, ORIGIN};
 use axum::http::{HeaderMap, HeaderValue};
 
 use super::sse::lists_event_stream;
@@ -52,20 +53,24 @@ impl<'h> SeenHeaders<'h> {
             mcp_name: One::Absent,
         };
         for (name, value) in headers {
-            // Header names are stored lower-case.
-            match name.as_str() {
-                "origin" => seen.origin.add(value),
-                "content-type" => seen.content_type.add(value),
-                "content-length" => {
-                    seen.content_length.get_or_insert(value);
+            // A standard name is compared as the constant it is (no string
+            // comparison); the 2026-07-28 names are not standard ones, and
+            // header names are stored lower-case.
+            if name == CONTENT_TYPE {
+                seen.content_type.add(value);
+            } else if name == ACCEPT {
+                seen.accepts_event_stream |= lists_event_stream(value.as_bytes());
+            } else if name == CONTENT_LENGTH {
+                seen.content_length.get_or_insert(value);
+            } else if name == ORIGIN {
+                seen.origin.add(value);
+            } else {
+                match name.as_str() {
+                    "mcp-protocol-version" => seen.protocol_version.add(value),
+                    "mcp-method" => seen.mcp_method.add(value),
+                    "mcp-name" => seen.mcp_name.add(value),
+                    _ => {}
                 }
-                "accept" => {
-                    seen.accepts_event_stream |= lists_event_stream(value.as_bytes());
-                }
-                "mcp-protocol-version" => seen.protocol_version.add(value),
-                "mcp-method" => seen.mcp_method.add(value),
-                "mcp-name" => seen.mcp_name.add(value),
-                _ => {}
             }
         }
         seen
@@ -96,8 +101,6 @@ impl<'h> SeenHeaders<'h> {
 
 #[cfg(test)]
 mod tests {
-    use axum::http::header::{ACCEPT, CONTENT_LENGTH, CONTENT_TYPE, ORIGIN};
-
     use super::*;
 
     /// What one pass reads is what a look-up of each header gives.

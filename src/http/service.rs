@@ -94,7 +94,7 @@ where
             return Box::pin(std::future::ready(Ok(response)));
         }
         let state = Arc::clone(&self.state);
-        Box::pin(async move { Ok(handle(&state, request).await) })
+        Box::pin(handle(state, request))
     }
 }
 

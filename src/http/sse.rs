@@ -24,7 +24,7 @@ use crate::jsonrpc::{JsonRpcResponse, RequestId};
 /// Run `call` with `peer`: plain JSON if the call ends before the peer
 /// sends anything, an SSE stream otherwise.
 pub(super) async fn serve_with_peer<F, E>(
-    call: F,
+    mut call: Pin<Box<F>>,
     peer: Arc<StreamPeer>,
     id: RequestId,
     modern: bool,
@@ -36,7 +36,6 @@ where
     // Whichever way this ends (the answer, or the caller dropping this
     // future), the peer can send no more and a channel it made is closed.
     let peer = EndsPeer(peer);
-    let mut call = Box::pin(call);
     // Most calls answer without a message: no channel until the peer sends.
     // The call first: one that answers at once never waits on the peer
     // (what the peer queued meanwhile still goes first, see `answer`).

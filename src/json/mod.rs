@@ -144,29 +144,15 @@ pub(crate) fn depth(value: &Value) -> usize {
     deepest
 }
 
-/// `n` in decimal (without `fmt`'s machinery, on every read).
-pub(crate) fn write_u64(out: &mut String, mut n: u64) {
-    let mut digits = [b'0'; 20];
-    let mut at = digits.len();
-    loop {
-        at -= 1;
-        // A digit: `n % 10 < 10`.
-        digits[at] = b'0' + u8::try_from(n % 10).unwrap_or(0);
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    // ASCII digits.
-    out.push_str(std::str::from_utf8(&digits[at..]).unwrap_or("0"));
+/// `n` in decimal (without `fmt`'s machinery, on every read; `itoa` hands
+/// back its digits as text, not checked again as UTF-8).
+pub(crate) fn write_u64(out: &mut String, n: u64) {
+    out.push_str(itoa::Buffer::new().format(n));
 }
 
 /// `n` in decimal, as `write!(out, "{n}")` writes it.
 pub(crate) fn write_i64(out: &mut String, n: i64) {
-    if n < 0 {
-        out.push('-');
-    }
-    write_u64(out, n.unsigned_abs());
+    out.push_str(itoa::Buffer::new().format(n));
 }
 
 /// `raw` without line breaks: text with any (whitespace between tokens,
@@ -237,6 +223,11 @@ mod tests {
         for n in [0, 7, 10, 999, 1_000, u64::from(u32::MAX), u64::MAX] {
             let mut out = String::from("x");
             write_u64(&mut out, n);
+            assert_eq!(out, format!("x{n}"));
+        }
+        for n in [0, -1, 7, -10, 999, i64::MIN, i64::MAX] {
+            let mut out = String::from("x");
+            write_i64(&mut out, n);
             assert_eq!(out, format!("x{n}"));
         }
     }
