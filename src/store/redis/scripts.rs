@@ -34,9 +34,11 @@ use redis::Script;
 /// PostgreSQL's migration 5 does. A replace is announced as `<version>
 /// <status> <id>`: every write a client can see; not a lease renewal (a
 /// write that moves the lease and keeps status and `updated_at_ms`), as
-/// PostgreSQL's trigger decides. A replace adds to the indexes only what
-/// changed; a record without `tk` (stored by a version before the tool
-/// indexes, and maybe before the operator's) is put in every index.
+/// PostgreSQL's trigger decides. A replace sets the fields of the task's
+/// hash that changed (version, record, lease and holder always) and adds
+/// to the indexes only what changed; a record without `tk` (stored by a
+/// version before the tool indexes, and maybe before the operator's) is
+/// put in every index.
 const WRITE: &str = r"
 local expiry, leases, all, ended, channel, sh = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 local function is_end(st) return st == 'completed' or st == 'failed' or st == 'cancelled' end
@@ -67,8 +69,13 @@ local function replace(i)
     local old = redis.call('HMGET', key, 'v', 'st', 'upd', 'lease', 'lk', 'lm', 'tk', 'exp')
     if not old[1] then return 0 end
     if old[1] ~= ARGV[i] then return 1 end
-    redis.call('HSET', key, 'v', v, 'rec', ARGV[i + 5], 'exp', exp, 'lease', lease, 'st', st,
-        'upd', upd, 'lk', list, 'lm', m, 'hold', ARGV[i + 12], 'tk', tool)
+    local set = { 'v', v, 'rec', ARGV[i + 5], 'lease', lease, 'hold', ARGV[i + 12] }
+    local function changed(f, was, now)
+        if was ~= now then set[#set + 1] = f; set[#set + 1] = now end
+    end
+    changed('exp', old[8], exp); changed('st', old[2], st); changed('upd', old[3], upd)
+    changed('lk', old[5], list); changed('lm', old[6], m); changed('tk', old[7], tool)
+    redis.call('HSET', key, unpack(set))
     local known = old[7] and old[6] == m
     if not old[7] then
         redis.call('ZADD', tool, 0, m)
