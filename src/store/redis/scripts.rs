@@ -1,5 +1,6 @@
-//! The Lua scripts: every write, and every read that walks an index, is one
-//! script, so it runs atomically on the server. `redis::Script` runs them by
+//! The Lua scripts: every write (with the others of its batch), and every
+//! read that walks an index, is one script call, so it runs atomically on
+//! the server. `redis::Script` runs them by
 //! `EVALSHA` and loads them again when the server answers `NOSCRIPT` (after
 //! a restart or a failover).
 //!
@@ -266,7 +267,7 @@ return out
 /// key head, the end of the hold. What `ORPHANS` would answer, and each
 /// record answered is held: its lease entry moves to the hold's end, past
 /// `now`, so that a claim at the same time reads the ones after it. The
-/// claimer then writes its claims (`REPLACE`, which puts the entry at the
+/// claimer then writes its claims (`WRITE`, which puts the entry at the
 /// new lease's end) and gives back the ones it passed by (`RELEASE`); a
 /// claimer that dies in between holds them until the hold ends.
 const CLAIM: &str = r"
