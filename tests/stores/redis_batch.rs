@@ -149,3 +149,45 @@ async fn redis_replace_indexes_a_record_an_older_version_stored() {
     );
     p.drop_all().await;
 }
+
+/// Poll `f` on this thread until it is ready: an executor that is not
+/// tokio's.
+fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    struct Unpark(std::thread::Thread);
+    impl std::task::Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = std::task::Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut cx = std::task::Context::from_waker(&waker);
+    let mut f = std::pin::pin!(f);
+    loop {
+        if let std::task::Poll::Ready(out) = f.as_mut().poll(&mut cx) {
+            return out;
+        }
+        std::thread::park();
+    }
+}
+
+/// A write from a thread without a tokio runtime is sent by the store's
+/// own runtime, and answered there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_writes_from_a_thread_without_a_runtime() {
+    let Some(url) = url() else { return };
+    let p = Prefixes::new(&url, "batchthread");
+    let store = p.store(&p.next()).await;
+    let s = store.clone();
+    let thread = std::thread::spawn(move || {
+        let r = record("t1", Some("alice"), T0, None);
+        block_on(s.create(r.clone()))?;
+        block_on(s.replace(r.next_version(T0 + 5), 1))
+    });
+    let written = tokio::task::spawn_blocking(move || thread.join().expect("no panic"))
+        .await
+        .unwrap();
+    assert!(written.is_ok(), "{written:?}");
+    let stored = store.get("t1", T0).await.unwrap().unwrap();
+    assert_eq!(stored.version, 2);
+    p.drop_all().await;
+}

@@ -122,6 +122,9 @@ struct Inner {
     scripts: Scripts,
     feed: Feed,
     batches: Batches,
+    /// The runtime the connection was made on: it sends the write batches
+    /// (`writes.rs`), whatever executor a caller polls from.
+    runtime: tokio::runtime::Handle,
     closed: AtomicBool,
 }
 
@@ -151,6 +154,8 @@ impl RedisStore {
             .with_url_options(url)
             .map_err(|e| Error::Backend(e.into()))?;
         let client = redis::Client::open(url.as_str()).map_err(backend)?;
+        let runtime =
+            tokio::runtime::Handle::try_current().map_err(|e| Error::Backend(e.into()))?;
         let config = ConnectionManagerConfig::new()
             .set_max_delay(Duration::from_secs(1))
             .set_connection_timeout(Some(Duration::from_secs(5)))
@@ -171,6 +176,7 @@ impl RedisStore {
                 scripts,
                 feed: Feed::default(),
                 batches: Batches::default(),
+                runtime,
                 closed: AtomicBool::new(false),
             }),
         };

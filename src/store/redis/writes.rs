@@ -13,13 +13,14 @@ use crate::store::{Error, Result};
 impl RedisStore {
     /// Write `args` with the next batch and wait for its answer. The first
     /// writer while no call is out starts the loop that sends batches
-    /// until none waits (a task of its own, so that a caller that goes
-    /// away strands no one).
+    /// until none waits (a task of its own on the store's runtime, so that
+    /// a caller that goes away strands no one, and a caller on another
+    /// executor needs no tokio context).
     pub(super) async fn write_batched(&self, args: Args) -> Result<i64> {
         self.conn()?;
         let (tx, rx) = oneshot::channel();
         if self.inner.batches.push((args, tx)) {
-            tokio::spawn(self.clone().send_batches());
+            self.inner.runtime.spawn(self.clone().send_batches());
         }
         rx.await.unwrap_or_else(|_| {
             Err(Error::Backend(
