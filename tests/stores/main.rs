@@ -325,6 +325,8 @@ mod postgres;
 #[cfg(feature = "redis")]
 mod redis;
 #[cfg(feature = "redis")]
+mod redis_batch;
+#[cfg(feature = "redis")]
 mod redis_tools;
 #[cfg(feature = "sqlite")]
 mod restart;

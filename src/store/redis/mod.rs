@@ -3,7 +3,8 @@
 //! The files: `options.rs` ([`RedisOptions`] and the URL options),
 //! `keys.rs` (key names and list members), `fields.rs` (a record as script
 //! arguments), `scripts.rs` (the Lua scripts, with the key layout),
-//! `feed.rs` (the pub/sub change feed).
+//! `batch.rs` and `writes.rs` (the writes made at the same time, sent as
+//! one call), `feed.rs` (the pub/sub change feed).
 
 use std::collections::HashMap;
 use std::fmt;
@@ -19,6 +20,7 @@ use tokio::sync::broadcast;
 
 use crate::store::{BoxFuture, Error, ListQuery, Result, TaskChange, TaskRecord, TaskStore};
 
+mod batch;
 mod feed;
 mod fields;
 mod keys;
@@ -26,7 +28,9 @@ mod operator;
 mod options;
 mod scripts;
 mod tools;
+mod writes;
 
+use batch::Batches;
 use feed::Feed;
 use fields::{decode, Fields};
 use keys::{member, Keys};
@@ -41,9 +45,10 @@ const CLAIM_HOLD_MS: i64 = 5_000;
 /// Tasks in Redis or Valkey, shared by every replica that connects to the
 /// same database with the same key prefix (feature `redis`).
 ///
-/// - Every write is one Lua script, a compare-and-set on the stored
-///   version (`create` only if the id is absent), run by `EVALSHA` and
-///   loaded again after a server restart or failover.
+/// - Every write is run by a Lua script, a compare-and-set on the stored
+///   version (`create` only if the id is absent), by `EVALSHA`, loaded
+///   again after a server restart or failover. The writes a process makes
+///   at the same time go in one call of it, each applied as if alone.
 /// - Expiring tasks are indexed in a sorted set by expiry time;
 ///   `delete_expired` deletes a batch in one script, so replicas reaping at
 ///   once each report disjoint ids. A task's key also gets a Redis TTL of
@@ -55,9 +60,9 @@ const CLAIM_HOLD_MS: i64 = 5_000;
 ///   lease ends.
 /// - [`claim_runnable`](TaskStore::claim_runnable) reads and holds the
 ///   oldest runnable records in one script (concurrent claims read
-///   disjoint ones), then writes the claims, each a compare-and-set, and
-///   gives back those passed by: two round trips for a batch, none lost
-///   to another worker.
+///   disjoint ones), then writes the claims, each a compare-and-set (all
+///   in one call), and gives back those passed by: two round trips for a
+///   batch, none lost to another worker.
 /// - [`changes`](TaskStore::changes) is pub/sub on `<prefix>:changes`: the
 ///   scripts publish every write a client can see (not lease renewals);
 ///   after every (re)subscription the feed says
@@ -116,6 +121,10 @@ struct Inner {
     keys: Keys,
     scripts: Scripts,
     feed: Feed,
+    batches: Batches,
+    /// The runtime the connection was made on: it sends the write batches
+    /// (`writes.rs`), whatever executor a caller polls from.
+    runtime: tokio::runtime::Handle,
     closed: AtomicBool,
 }
 
@@ -145,6 +154,8 @@ impl RedisStore {
             .with_url_options(url)
             .map_err(|e| Error::Backend(e.into()))?;
         let client = redis::Client::open(url.as_str()).map_err(backend)?;
+        let runtime =
+            tokio::runtime::Handle::try_current().map_err(|e| Error::Backend(e.into()))?;
         let config = ConnectionManagerConfig::new()
             .set_max_delay(Duration::from_secs(1))
             .set_connection_timeout(Some(Duration::from_secs(5)))
@@ -164,6 +175,8 @@ impl RedisStore {
                 keys: Keys::new(&options.prefix),
                 scripts,
                 feed: Feed::default(),
+                batches: Batches::default(),
+                runtime,
                 closed: AtomicBool::new(false),
             }),
         };
@@ -205,54 +218,40 @@ impl RedisStore {
         }
     }
 
-    /// Run a write script (`create` or `replace`) on `record`: its
-    /// number.
-    async fn write(
-        &self,
-        script: &redis::Script,
-        record: &TaskRecord,
-        expected_version: Option<u64>,
-    ) -> Result<i64> {
+    /// Create `record` (no `expected_version`), or write it over that
+    /// version: the `WRITE` script's number (`scripts.rs`), sent with the
+    /// writes made at the same time (`batch.rs`).
+    async fn write(&self, record: &TaskRecord, expected_version: Option<u64>) -> Result<i64> {
         let (k, f) = (&self.inner.keys, Fields::of(record)?);
-        script
-            .key(k.task(&record.id))
-            .key(&k.expiry)
-            .key(&k.leases)
-            .key(k.list(record.owner.as_deref(), record.era))
-            .key(&k.all)
-            .key(&k.ended)
-            .arg(&record.id)
-            .arg(expected_version.map(|v| v.to_string()).unwrap_or_default())
-            .arg(f.version)
-            .arg(f.record)
-            .arg(f.expires)
-            .arg(f.lease)
-            .arg(f.status)
-            .arg(f.updated)
-            .arg(f.member)
-            .arg(f.key_ttl)
-            .arg(&k.channel)
-            .arg(&k.status_head)
-            .arg(f.holder)
-            .arg(k.tool(&record.tool_name))
-            .invoke_async(&mut self.conn()?)
-            .await
-            .map_err(backend)
+        let mode = expected_version.map_or_else(|| "c".to_owned(), |v| v.to_string());
+        self.write_batched([
+            mode,
+            k.task(&record.id),
+            k.list(record.owner.as_deref(), record.era),
+            record.id.clone(),
+            f.version,
+            f.record,
+            f.expires,
+            f.lease,
+            f.status.to_owned(),
+            f.updated,
+            f.member,
+            f.key_ttl,
+            f.holder,
+            k.tool(&record.tool_name),
+        ])
+        .await
     }
 
     async fn create_record(&self, record: &TaskRecord) -> Result<()> {
-        match self.write(&self.inner.scripts.create, record, None).await? {
+        match self.write(record, None).await? {
             0 => Err(Error::AlreadyExists),
             _ => Ok(()),
         }
     }
 
     async fn replace_record(&self, record: &TaskRecord, expected_version: u64) -> Result<()> {
-        let scripts = &self.inner.scripts;
-        match self
-            .write(&scripts.replace, record, Some(expected_version))
-            .await?
-        {
+        match self.write(record, Some(expected_version)).await? {
             0 => Err(Error::NotFound),
             1 => Err(Error::Conflict),
             _ => Ok(()),

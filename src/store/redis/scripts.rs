@@ -1,5 +1,6 @@
-//! The Lua scripts: every write, and every read that walks an index, is one
-//! script, so it runs atomically on the server. `redis::Script` runs them by
+//! The Lua scripts: every write (with the others of its batch), and every
+//! read that walks an index, is one script call, so it runs atomically on
+//! the server. `redis::Script` runs them by
 //! `EVALSHA` and loads them again when the server answers `NOSCRIPT` (after
 //! a restart or a failover).
 //!
@@ -15,69 +16,106 @@
 
 use redis::Script;
 
-/// The write scripts' arguments. KEYS: task, expiry, leases, list, all,
-/// ended.
-/// ARGV: id, expected version (empty for `create`), version, record, exp,
-/// lease, status, updated, list member, key TTL in ms (or empty), channel,
-/// the status index head, the lease holder (or empty), the tool's index.
+/// Every create and compare-and-set of a task: a batch of them, each
+/// applied as if alone, in order (`batch.rs` groups the writes callers
+/// make at the same time). ARGV: the expiry, leases, all and ended keys,
+/// the channel, the status index head, then for each write
+/// [`WRITE_ARGS`] values: `c` to create, or the expected version; the
+/// task's key, its list index, id, version, record, exp, lease, status,
+/// updated, list member, key TTL in ms (or empty), the lease holder (or
+/// empty), the tool's index.
 ///
-/// `create`: 1 if created, 0 if the id exists. Announced only for a task
-/// created queued for a worker (its lease ended before it was made), so
-/// idle workers wake at once, as PostgreSQL's migration 5 does.
-const CREATE: &str = r"
-if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-redis.call('HSET', KEYS[1], 'v', ARGV[3], 'rec', ARGV[4], 'exp', ARGV[5], 'lease', ARGV[6],
-    'st', ARGV[7], 'upd', ARGV[8], 'lk', KEYS[4], 'lm', ARGV[9], 'hold', ARGV[13], 'tk', ARGV[14])
-if ARGV[5] ~= '' then redis.call('ZADD', KEYS[2], ARGV[5], ARGV[1]) end
-if ARGV[6] ~= '' then redis.call('ZADD', KEYS[3], ARGV[6], ARGV[1]) end
-redis.call('ZADD', KEYS[4], 0, ARGV[9])
-redis.call('ZADD', KEYS[5], 0, ARGV[9])
-redis.call('ZADD', ARGV[14], 0, ARGV[9])
-redis.call('ZADD', ARGV[12] .. ARGV[7], 0, ARGV[9])
-if ARGV[7] == 'completed' or ARGV[7] == 'failed' or ARGV[7] == 'cancelled' then
-    redis.call('ZADD', KEYS[6], ARGV[8], ARGV[1])
+/// One answer per write: a create 1 if created, 0 if the id exists; a
+/// replace 0 if no such task, 1 if at another version, 2 if replaced; or
+/// the error of that write, as text (each runs under `pcall`, so one failing write
+/// does not stop the others, nor hide what they did).
+///
+/// A create is announced only for a task queued for a worker (its lease
+/// ended before it was made), so idle workers wake at once, as
+/// PostgreSQL's migration 5 does. A replace is announced as `<version>
+/// <status> <id>`: every write a client can see; not a lease renewal (a
+/// write that moves the lease and keeps status and `updated_at_ms`), as
+/// PostgreSQL's trigger decides. A replace sets the fields of the task's
+/// hash that changed (version, record, lease and holder always) and adds
+/// to the indexes only what changed; a record without `tk` (stored by a
+/// version before the tool indexes, and maybe before the operator's) is
+/// put in every index.
+const WRITE: &str = r"
+local expiry, leases, all, ended, channel, sh = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
+local function is_end(st) return st == 'completed' or st == 'failed' or st == 'cancelled' end
+local function create(i)
+    local key, list, id, v, exp, lease, st, upd, m, ttl, tool =
+        ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 6], ARGV[i + 7],
+        ARGV[i + 8], ARGV[i + 9], ARGV[i + 10], ARGV[i + 11], ARGV[i + 13]
+    if redis.call('EXISTS', key) == 1 then return 0 end
+    redis.call('HSET', key, 'v', v, 'rec', ARGV[i + 5], 'exp', exp, 'lease', lease, 'st', st,
+        'upd', upd, 'lk', list, 'lm', m, 'hold', ARGV[i + 12], 'tk', tool)
+    if exp ~= '' then redis.call('ZADD', expiry, exp, id) end
+    if lease ~= '' then redis.call('ZADD', leases, lease, id) end
+    redis.call('ZADD', list, 0, m)
+    redis.call('ZADD', all, 0, m)
+    redis.call('ZADD', tool, 0, m)
+    redis.call('ZADD', sh .. st, 0, m)
+    if is_end(st) then redis.call('ZADD', ended, upd, id) end
+    if ttl ~= '' then redis.call('PEXPIRE', key, ttl) end
+    if lease ~= '' and tonumber(lease) < tonumber(upd) then
+        redis.call('PUBLISH', channel, v .. ' ' .. st .. ' ' .. id)
+    end
+    return 1
 end
-if ARGV[10] ~= '' then redis.call('PEXPIRE', KEYS[1], ARGV[10]) end
-if ARGV[6] ~= '' and tonumber(ARGV[6]) < tonumber(ARGV[8]) then
-    redis.call('PUBLISH', ARGV[11], ARGV[3] .. ' ' .. ARGV[7] .. ' ' .. ARGV[1])
+local function replace(i)
+    local key, list, id, v, exp, lease, st, upd, m, ttl, tool =
+        ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 6], ARGV[i + 7],
+        ARGV[i + 8], ARGV[i + 9], ARGV[i + 10], ARGV[i + 11], ARGV[i + 13]
+    local old = redis.call('HMGET', key, 'v', 'st', 'upd', 'lease', 'lk', 'lm', 'tk', 'exp')
+    if not old[1] then return 0 end
+    if old[1] ~= ARGV[i] then return 1 end
+    local set = { 'v', v, 'rec', ARGV[i + 5], 'lease', lease, 'hold', ARGV[i + 12] }
+    local function changed(f, was, now)
+        if was ~= now then set[#set + 1] = f; set[#set + 1] = now end
+    end
+    changed('exp', old[8], exp); changed('st', old[2], st); changed('upd', old[3], upd)
+    changed('lk', old[5], list); changed('lm', old[6], m); changed('tk', old[7], tool)
+    redis.call('HSET', key, unpack(set))
+    local known = old[7] and old[6] == m
+    if not old[7] then
+        redis.call('ZADD', tool, 0, m)
+        redis.call('ZADD', all, 0, m)
+    end
+    if old[5] ~= list or old[6] ~= m then
+        if old[5] then redis.call('ZREM', old[5], old[6]) end
+        redis.call('ZADD', list, 0, m)
+    end
+    if old[2] ~= st or not known then
+        if old[2] ~= st and old[6] then redis.call('ZREM', sh .. old[2], old[6]) end
+        redis.call('ZADD', sh .. st, 0, m)
+    end
+    if is_end(st) and (old[2] ~= st or old[3] ~= upd) then redis.call('ZADD', ended, upd, id) end
+    if exp ~= old[8] or not known then
+        if exp ~= '' then redis.call('ZADD', expiry, exp, id)
+        else redis.call('ZREM', expiry, id) end
+    end
+    if lease ~= '' then redis.call('ZADD', leases, lease, id)
+    else redis.call('ZREM', leases, id) end
+    if ttl ~= '' then redis.call('PEXPIRE', key, ttl)
+    else redis.call('PERSIST', key) end
+    if old[2] ~= st or old[3] ~= upd or old[4] == lease then
+        redis.call('PUBLISH', channel, v .. ' ' .. st .. ' ' .. id)
+    end
+    return 2
 end
-return 1
+local out = {}
+for i = 7, #ARGV, 14 do
+    local write = ARGV[i] == 'c' and create or replace
+    local ok, n = pcall(write, i)
+    if ok then out[#out + 1] = n
+    else out[#out + 1] = type(n) == 'table' and tostring(n.err) or tostring(n) end
+end
+return out
 ";
 
-/// `replace`, with `CREATE`'s arguments. 0: no such task; 1: another
-/// version; 2: replaced.
-///
-/// Announced on the channel as `<version> <status> <id>`: every write a
-/// client can see; not a lease renewal (a write that moves the lease and
-/// keeps status and `updated_at_ms`), as PostgreSQL's trigger decides.
-const REPLACE: &str = r"
-local old = redis.call('HMGET', KEYS[1], 'v', 'st', 'upd', 'lease', 'lk', 'lm', 'tk')
-if not old[1] then return 0 end
-if old[1] ~= ARGV[2] then return 1 end
-redis.call('HSET', KEYS[1], 'v', ARGV[3], 'rec', ARGV[4], 'exp', ARGV[5], 'lease', ARGV[6],
-    'st', ARGV[7], 'upd', ARGV[8], 'lk', KEYS[4], 'lm', ARGV[9], 'hold', ARGV[13], 'tk', ARGV[14])
-if not old[7] then redis.call('ZADD', ARGV[14], 0, ARGV[9]) end
-if old[5] ~= KEYS[4] or old[6] ~= ARGV[9] then
-    if old[5] then redis.call('ZREM', old[5], old[6]) end
-    redis.call('ZADD', KEYS[4], 0, ARGV[9])
-end
-if old[2] ~= ARGV[7] and old[6] then redis.call('ZREM', ARGV[12] .. old[2], old[6]) end
-redis.call('ZADD', KEYS[5], 0, ARGV[9])
-redis.call('ZADD', ARGV[12] .. ARGV[7], 0, ARGV[9])
-if ARGV[7] == 'completed' or ARGV[7] == 'failed' or ARGV[7] == 'cancelled' then
-    redis.call('ZADD', KEYS[6], ARGV[8], ARGV[1])
-end
-if ARGV[5] ~= '' then redis.call('ZADD', KEYS[2], ARGV[5], ARGV[1])
-else redis.call('ZREM', KEYS[2], ARGV[1]) end
-if ARGV[6] ~= '' then redis.call('ZADD', KEYS[3], ARGV[6], ARGV[1])
-else redis.call('ZREM', KEYS[3], ARGV[1]) end
-if ARGV[10] ~= '' then redis.call('PEXPIRE', KEYS[1], ARGV[10])
-else redis.call('PERSIST', KEYS[1]) end
-if old[2] ~= ARGV[7] or old[3] ~= ARGV[8] or old[4] == ARGV[6] then
-    redis.call('PUBLISH', ARGV[11], ARGV[3] .. ' ' .. ARGV[7] .. ' ' .. ARGV[1])
-end
-return 2
-";
+/// How many values each write of a `WRITE` batch takes.
+pub(super) const WRITE_ARGS: usize = 14;
 
 /// Delete task `id` (its key is `head .. id .. '}'`) and its index
 /// entries. KEYS: expiry, leases, all, ended; `sh`: the status index head.
@@ -229,7 +267,7 @@ return out
 /// key head, the end of the hold. What `ORPHANS` would answer, and each
 /// record answered is held: its lease entry moves to the hold's end, past
 /// `now`, so that a claim at the same time reads the ones after it. The
-/// claimer then writes its claims (`REPLACE`, which puts the entry at the
+/// claimer then writes its claims (`WRITE`, which puts the entry at the
 /// new lease's end) and gives back the ones it passed by (`RELEASE`); a
 /// claimer that dies in between holds them until the hold ends.
 const CLAIM: &str = r"
@@ -305,8 +343,7 @@ return batch[#batch]
 /// The scripts, hashed once per store.
 #[derive(Debug)]
 pub(super) struct Scripts {
-    pub(super) create: Script,
-    pub(super) replace: Script,
+    pub(super) write: Script,
     pub(super) reap: Script,
     pub(super) list: Script,
     pub(super) orphans: Script,
@@ -322,8 +359,7 @@ pub(super) struct Scripts {
 impl Scripts {
     pub(super) fn new() -> Self {
         Scripts {
-            create: Script::new(CREATE),
-            replace: Script::new(REPLACE),
+            write: Script::new(WRITE),
             reap: Script::new(&format!("{DELETE}{REAP}")),
             list: Script::new(LIST),
             orphans: Script::new(ORPHANS),
@@ -338,10 +374,9 @@ impl Scripts {
     }
 
     /// All of them, to load at connect.
-    pub(super) fn all(&self) -> [&Script; 12] {
+    pub(super) fn all(&self) -> [&Script; 11] {
         [
-            &self.create,
-            &self.replace,
+            &self.write,
             &self.reap,
             &self.list,
             &self.orphans,
