@@ -191,3 +191,30 @@ async fn redis_writes_from_a_thread_without_a_runtime() {
     assert_eq!(stored.version, 2);
     p.drop_all().await;
 }
+
+/// A store whose runtime has ended fails a write instead of leaving its
+/// caller waiting for a batch loop that can never run, and fails the next
+/// one the same way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_writes_fail_once_the_stores_runtime_has_ended() {
+    let Some(url) = url() else { return };
+    let p = Prefixes::new(&url, "batchended");
+    let prefix = p.next();
+    let p2 = Prefixes::new(&url, "batchended");
+    let store = tokio::task::spawn_blocking(move || {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let store = rt.block_on(p2.store(&prefix));
+        drop(rt);
+        store
+    })
+    .await
+    .unwrap();
+    for id in ["t1", "t2"] {
+        let write = store.create(record(id, Some("alice"), T0, None));
+        let written = tokio::time::timeout(std::time::Duration::from_secs(20), write)
+            .await
+            .expect("the write answers, not waits for ever");
+        assert!(written.is_err(), "{written:?}");
+    }
+    p.drop_all().await;
+}

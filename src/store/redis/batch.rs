@@ -16,7 +16,7 @@ use std::sync::Mutex;
 use tokio::sync::oneshot;
 
 use super::scripts::WRITE_ARGS;
-use crate::store::Result;
+use crate::store::{Error, Result};
 
 /// The most writes one call carries.
 const MAX_BATCH: usize = 64;
@@ -52,6 +52,22 @@ impl Batches {
         }
         let n = queue.0.len().min(MAX_BATCH);
         Some(queue.0.drain(..n).collect())
+    }
+
+    /// The loop ended without finishing: every write queued fails, and
+    /// the next write starts another loop.
+    pub(super) fn abandon(&self) {
+        let waiting = {
+            let mut queue = self.lock();
+            queue.1 = false;
+            std::mem::take(&mut queue.0)
+        };
+        for (_, answer) in waiting {
+            let _ = answer.send(Err(Error::Backend(
+                "the Redis write batches stopped: the runtime the store connected on has ended"
+                    .into(),
+            )));
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, (Vec<Waiting>, bool)> {

@@ -20,7 +20,11 @@ impl RedisStore {
         self.conn()?;
         let (tx, rx) = oneshot::channel();
         if self.inner.batches.push((args, tx)) {
-            self.inner.runtime.spawn(self.clone().send_batches());
+            let sender = BatchLoop {
+                store: self.clone(),
+                finished: false,
+            };
+            self.inner.runtime.spawn(sender.run());
         }
         rx.await.unwrap_or_else(|_| {
             Err(Error::Backend(
@@ -29,16 +33,6 @@ impl RedisStore {
         })
     }
 
-    async fn send_batches(self) {
-        while let Some(batch) = self.inner.batches.next() {
-            let (writes, answers): (Vec<_>, Vec<_>) = batch.into_iter().unzip();
-            let results = self.send(&writes).await;
-            for (answer, result) in answers.into_iter().zip(results) {
-                // A caller that went away needs no answer.
-                let _ = answer.send(result);
-            }
-        }
-    }
     /// One `WRITE` call: an answer for each write. A call that failed as a
     /// whole (the connection) may have written: each caller hears the
     /// failure, as of a write of its own.
@@ -84,6 +78,37 @@ impl RedisStore {
                     .map(|_| Err(Error::Backend(Box::new(SharedError(Arc::clone(&e))))))
                     .collect()
             }
+        }
+    }
+}
+
+/// The loop that sends the batches until none waits. Dropped before it
+/// finished (its runtime shut down, so it never ran or stopped midway),
+/// it fails the writes still queued and lets the next write start a loop
+/// again: no writer waits for ever.
+struct BatchLoop {
+    store: RedisStore,
+    finished: bool,
+}
+
+impl BatchLoop {
+    async fn run(mut self) {
+        while let Some(batch) = self.store.inner.batches.next() {
+            let (writes, answers): (Vec<_>, Vec<_>) = batch.into_iter().unzip();
+            let results = self.store.send(&writes).await;
+            for (answer, result) in answers.into_iter().zip(results) {
+                // A caller that went away needs no answer.
+                let _ = answer.send(result);
+            }
+        }
+        self.finished = true;
+    }
+}
+
+impl Drop for BatchLoop {
+    fn drop(&mut self) {
+        if !self.finished {
+            self.store.inner.batches.abandon();
         }
     }
 }
