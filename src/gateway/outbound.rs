@@ -13,6 +13,7 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::events::TOKEN_PREFIX;
+use crate::json::{write_json, write_json_str};
 use crate::jsonrpc::{scan_members, JsonRpcError, JsonRpcRequest};
 use crate::protocol::META_CLIENT_CAPABILITIES;
 
@@ -96,19 +97,7 @@ impl Outbound {
                 "inputResponses" if mrtr => continue,
                 _ => {}
             }
-            match &key {
-                // Borrowed: the key had no escape in the client's text, so
-                // that text is its JSON as it is.
-                Cow::Borrowed(plain) => {
-                    body.push('"');
-                    body.push_str(plain);
-                    body.push('"');
-                }
-                // A key as JSON text: always encodable.
-                Cow::Owned(escaped) => {
-                    body.push_str(&serde_json::to_string(escaped).unwrap_or_default());
-                }
-            }
+            write_json_str(&mut body, &key);
             body.push(':');
             body.push_str(value);
             body.push(',');
@@ -137,13 +126,7 @@ impl Outbound {
         out.push_str(r#"{"jsonrpc":"2.0","id":"#);
         out.push_str(id);
         out.push_str(r#","method":"#);
-        if method.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
-            out.push('"');
-            out.push_str(method);
-            out.push('"');
-        } else {
-            out.push_str(&Value::from(method).to_string());
-        }
+        write_json_str(&mut out, method);
         out.push_str(r#","params":{"#);
         if !progress && self.meta.is_empty() {
             // No `_meta` at all: the members without the last comma.
@@ -153,23 +136,22 @@ impl Outbound {
         }
         out.push_str(&self.body);
         out.push_str(r#""_meta":"#);
-        if !progress {
-            out.push_str(&Value::Object(self.meta.clone()).to_string());
-        } else if self.meta.is_empty() {
+        if progress && self.meta.is_empty() {
             // The common case: the token alone (made of digits, nothing
             // to escape).
             out.push_str(r#"{"progressToken":""#);
             out.push_str(TOKEN_PREFIX);
             out.push_str(id);
-            out.push('"');
-            out.push('}');
+            out.push_str(r#""}"#);
         } else {
             let mut meta = self.meta.clone();
-            meta.insert(
-                "progressToken".into(),
-                Value::String(format!("{TOKEN_PREFIX}{id}")),
-            );
-            out.push_str(&Value::Object(meta).to_string());
+            if progress {
+                meta.insert(
+                    "progressToken".into(),
+                    Value::String(format!("{TOKEN_PREFIX}{id}")),
+                );
+            }
+            write_json(&mut out, &Value::Object(meta));
         }
         out.push_str("}}");
         out

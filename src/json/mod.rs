@@ -159,13 +159,21 @@ pub(crate) fn write_i64(out: &mut String, n: i64) {
 /// since strings escape them) is written again, compact. A message on an
 /// event stream must fit one `data:` line.
 pub(crate) fn compact(raw: Box<RawValue>) -> Box<RawValue> {
-    if !raw.get().bytes().any(|b| b == b'\n' || b == b'\r') {
-        return raw;
-    }
-    serde_json::from_str::<Value>(raw.get())
-        .ok()
-        .and_then(|v| serde_json::value::to_raw_value(&v).ok())
+    compacted(raw.get())
+        .and_then(|text| RawValue::from_string(text).ok())
         .unwrap_or(raw)
+}
+
+/// [`compact`] for JSON text: `None` when `text` has no line break (it is
+/// compact enough as it is), else `text` written again, compact (`None`
+/// too if it does not parse).
+pub(crate) fn compacted(text: &str) -> Option<String> {
+    if !text.bytes().any(|b| b == b'\n' || b == b'\r') {
+        return None;
+    }
+    serde_json::from_str::<Value>(text)
+        .ok()
+        .map(|v| v.to_string())
 }
 
 /// Text that is valid JSON by construction; `null` if it were not.

@@ -37,12 +37,7 @@ pub(super) struct Scanned<'a> {
 pub(super) fn scan(bytes: &[u8]) -> Option<Scanned<'_>> {
     // Valid UTF-8 once for the whole message: every string cut from it at
     // a quote is then valid too.
-    let text = std::str::from_utf8(bytes).ok()?;
-    let mut s = Scanner {
-        text,
-        bytes,
-        pos: 0,
-    };
+    let mut s = Scanner::new(std::str::from_utf8(bytes).ok()?);
     let (mut jsonrpc, mut method, mut id, mut params) = (None, None, None, None);
     s.object(
         1,
@@ -62,8 +57,7 @@ pub(super) fn scan(bytes: &[u8]) -> Option<Scanned<'_>> {
             Some(())
         },
     )?;
-    s.ws();
-    if s.pos != bytes.len() || jsonrpc? != "2.0" {
+    if !s.at_end() || jsonrpc? != "2.0" {
         return None;
     }
     Some(Scanned {
@@ -80,12 +74,7 @@ pub(super) fn scan(bytes: &[u8]) -> Option<Scanned<'_>> {
 /// caller then reads the message with serde.
 #[cfg(feature = "gateway")]
 pub(crate) fn answer(bytes: &[u8]) -> Option<(u64, Range<usize>)> {
-    let text = std::str::from_utf8(bytes).ok()?;
-    let mut s = Scanner {
-        text,
-        bytes,
-        pos: 0,
-    };
+    let mut s = Scanner::new(std::str::from_utf8(bytes).ok()?);
     let (mut jsonrpc, mut id, mut result) = (None, None, None);
     s.object(1, &["jsonrpc", "id", "result"], |s, key, depth| {
         match key {
@@ -100,8 +89,7 @@ pub(crate) fn answer(bytes: &[u8]) -> Option<(u64, Range<usize>)> {
         }
         Some(())
     })?;
-    s.ws();
-    if s.pos != bytes.len() || jsonrpc? != "2.0" {
+    if !s.at_end() || jsonrpc? != "2.0" {
         return None;
     }
     Some((id?, result?))
@@ -113,19 +101,14 @@ pub(crate) fn answer(bytes: &[u8]) -> Option<(u64, Range<usize>)> {
 /// included. The values are checked as a `Value` parse checks them.
 #[cfg(feature = "gateway")]
 pub(crate) fn members<'a>(text: &'a str, mut member: impl FnMut(&'a str, &'a str)) -> Option<()> {
-    let mut s = Scanner {
-        text,
-        bytes: text.as_bytes(),
-        pos: 0,
-    };
+    let mut s = Scanner::new(text);
     s.object(1, &[], |s, key, depth| {
         let start = s.pos;
         s.skip(depth)?;
         member(key, s.text.get(start..s.pos)?);
         Some(())
     })?;
-    s.ws();
-    (s.pos == text.len()).then_some(())
+    s.at_end().then_some(())
 }
 
 struct Scanner<'a> {
@@ -135,6 +118,21 @@ struct Scanner<'a> {
 }
 
 impl<'a> Scanner<'a> {
+    /// A scan of `text` from its start.
+    fn new(text: &'a str) -> Self {
+        Scanner {
+            text,
+            bytes: text.as_bytes(),
+            pos: 0,
+        }
+    }
+
+    /// Whether only whitespace is left.
+    fn at_end(&mut self) -> bool {
+        self.ws();
+        self.pos == self.bytes.len()
+    }
+
     fn ws(&mut self) {
         while let Some(b' ' | b'\n' | b'\t' | b'\r') = self.bytes.get(self.pos) {
             self.pos += 1;

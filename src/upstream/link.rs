@@ -65,10 +65,7 @@ impl ResultText {
     /// compact if it has line breaks (between tokens: strings escape
     /// them), so that it fits a line of stdio or an SSE `data:` line.
     fn checked(text: &str) -> Self {
-        if !text.bytes().any(|b| b == b'\n' || b == b'\r') {
-            return ResultText(text.to_owned());
-        }
-        ResultText(crate::json::parse_trusted(text).to_string())
+        ResultText(crate::json::compacted(text).unwrap_or_else(|| text.to_owned()))
     }
 
     /// Text the gateway made of checked text, valid by construction.
