@@ -45,6 +45,15 @@ pub trait ClientPeer: Send + Sync + 'static {
     fn outlives_request(&self) -> bool {
         false
     }
+
+    /// Whether the transport itself answers the client's
+    /// `notifications/cancelled` for a request that carried this peer, by
+    /// dropping that request's future (stdio), so that the service never
+    /// sees the notification and need not watch for it. The default says
+    /// no (over HTTP the notification comes on a request of its own).
+    fn cancels_by_dropping(&self) -> bool {
+        false
+    }
 }
 
 /// A [`ClientPeer`] in request extensions.

@@ -143,11 +143,18 @@ pub(crate) async fn run(args: Args) -> Result<(), String> {
     service.start_background_work();
     if args.stdio {
         // One process, one client: every task of the process is its own.
-        return StdioTransport::new(service)
+        // Served on a task of its own, not on `block_on`'s future: a call
+        // that finishes wakes the stream's writer, and a spawned task is
+        // run in the same turn of the scheduler, where `block_on`'s future
+        // waits for the next poll of the I/O driver (one more `epoll_wait`
+        // a call).
+        let serve = StdioTransport::new(service)
             .with_owner(TaskOwner::new("stdio"))
-            .serve_stdio()
-            .await
-            .map_err(|e| format!("stdio: {e}"));
+            .serve_stdio();
+        return match tokio::spawn(serve).await {
+            Ok(served) => served.map_err(|e| format!("stdio: {e}")),
+            Err(e) => Err(format!("stdio: {e}")),
+        };
     }
     let Some(addr) = args.listen else {
         return Err("--listen ADDR or --stdio is needed".to_owned());

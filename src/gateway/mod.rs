@@ -479,8 +479,18 @@ impl Shared {
         }
     }
 
-    /// Watch the client's request for its `notifications/cancelled`.
+    /// Watch the client's request for its `notifications/cancelled`;
+    /// `None` for a notification, and where the transport drops the
+    /// request's future on that notification itself (stdio), which drops
+    /// the upstream call and so cancels it.
     fn watch(&self, req: &JsonRpcRequest) -> Option<Watched> {
+        if req
+            .extensions
+            .get::<Peer>()
+            .is_some_and(|peer| peer.cancels_by_dropping())
+        {
+            return None;
+        }
         let owner = req.extensions.get::<TaskOwner>().map(|o| o.0.clone());
         Some(self.cancels.watch(owner, req.id.clone()?))
     }

@@ -69,6 +69,10 @@ impl ClientPeer for StdioPeer {
     fn outlives_request(&self) -> bool {
         true
     }
+
+    fn cancels_by_dropping(&self) -> bool {
+        true
+    }
 }
 
 /// Compact JSON: never a line break inside.

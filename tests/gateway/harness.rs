@@ -91,6 +91,11 @@ impl Gateway {
         }
     }
 
+    /// The gateway's service (the layer over the proxy), for a transport.
+    pub fn service(&self) -> BoxCloneSyncService<JsonRpcRequest, JsonRpcResponse, Infallible> {
+        self.svc.clone()
+    }
+
     /// The same gateway as another caller.
     pub fn as_owner(&self, owner: &str) -> Self {
         Gateway {

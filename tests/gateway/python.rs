@@ -431,6 +431,61 @@ async fn a_clients_cancel_of_a_synchronous_call_reaches_the_upstream() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_the_stdio_transport_a_clients_cancel_of_a_synchronous_call_reaches_the_upstream() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+    let (_dir, file) = events_file();
+    let Some(up) = python(&file) else { return };
+    let gw = Gateway::start(up, &[("slow_compute", TaskPolicy::Sync)]).await;
+    let (mut client, server_in) = tokio::io::duplex(1 << 16);
+    let (server_out, client_out) = tokio::io::duplex(1 << 16);
+    let served = tokio::spawn(
+        mcp_task_layer::StdioTransport::new(gw.service())
+            .with_owner(mcp_task_layer::TaskOwner::new("stdio"))
+            .serve(BufReader::new(server_in), server_out),
+    );
+    let mut lines = BufReader::new(client_out).lines();
+    client
+        .write_all(
+            b"{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\",\"params\":\
+              {\"name\":\"slow_compute\",\"arguments\":{\"seconds\":60,\"label\":\"piped\"}}}\n",
+        )
+        .await
+        .unwrap();
+    event(&file, "started slow_compute").await;
+    // The transport drops the call's future on the cancel; the gateway
+    // keeps no watch of its own for it.
+    assert_eq!(gw.proxy.cancellable_requests(), 0);
+    assert_eq!(gw.proxy.calls_in_flight().0, 1);
+    client
+        .write_all(
+            b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\
+              \"params\":{\"requestId\":7,\"reason\":\"changed my mind\"}}\n",
+        )
+        .await
+        .unwrap();
+    // Dropped, the upstream call tells the upstream to stop (R-cancel:
+    // the cancelled request gets no answer).
+    event(&file, "cancelled piped").await;
+    assert_eq!(gw.proxy.calls_in_flight().0, 0);
+    // The stream still serves: the next call is answered, and it is the
+    // first line the client reads (none for the cancelled request).
+    client
+        .write_all(
+            b"{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"tools/call\",\"params\":\
+              {\"name\":\"greet\",\"arguments\":{\"name\":\"z\"}}}\n",
+        )
+        .await
+        .unwrap();
+    let line = lines.next_line().await.unwrap().unwrap();
+    let answer: serde_json::Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(answer["id"], 8, "{line}");
+    assert_eq!(text(&answer["result"]), "Hello, z!");
+    drop(client);
+    served.await.unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_2025_call_that_is_no_task_is_asked_on_the_clients_own_stream() {
     let (_dir, file) = events_file();
     let Some(up) = python(&file) else { return };
