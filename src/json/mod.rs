@@ -168,7 +168,7 @@ pub(crate) fn compact(raw: Box<RawValue>) -> Box<RawValue> {
 /// compact enough as it is), else `text` written again, compact (`None`
 /// too if it does not parse).
 pub(crate) fn compacted(text: &str) -> Option<String> {
-    if !text.bytes().any(|b| b == b'\n' || b == b'\r') {
+    if memchr::memchr2(b'\n', b'\r', text.as_bytes()).is_none() {
         return None;
     }
     serde_json::from_str::<Value>(text)
