@@ -15,8 +15,8 @@ to the next, the drift between rounds is larger than the difference it
 is after. Here every path sees the same moments of the host: a slow
 second slows one call of each. The figures are the median of each
 path's calls and the median of the per-step ratios (gateway / direct),
-with the ratio's quartiles. GATEWAY=PATH compares another build of the
-gateway as well (a fourth path, `other`).
+with the ratio's quartiles. GATEWAY=PATH[:PATH...] compares other builds
+of the gateway as well (paths `other`, or `other1`, `other2`, ...).
 """
 
 import os
@@ -34,9 +34,9 @@ def main():
     if os.environ.get("PIN"):
         os.sched_setaffinity(0, {max(os.sched_getaffinity(0))})
     cmds = paths()
-    other = os.environ.get("GATEWAY")
-    if other:
-        cmds["other"] = [other] + cmds["gateway"][1:]
+    others = [g for g in os.environ.get("GATEWAY", "").split(":") if g]
+    for i, other in enumerate(others):
+        cmds[f"other{i + 1}" if len(others) > 1 else "other"] = [other] + cmds["gateway"][1:]
     peers = {k: Peer(argv) for k, argv in cmds.items()}
     for peer in peers.values():
         peer.initialize()
