@@ -168,9 +168,8 @@ pub(crate) fn compact(raw: Box<RawValue>) -> Box<RawValue> {
 /// compact enough as it is), else `text` written again, compact (`None`
 /// too if it does not parse).
 pub(crate) fn compacted(text: &str) -> Option<String> {
-    if memchr::memchr2(b'\n', b'\r', text.as_bytes()).is_none() {
-        return None;
-    }
+    // No line break: compact enough as it is.
+    memchr::memchr2(b'\n', b'\r', text.as_bytes())?;
     serde_json::from_str::<Value>(text)
         .ok()
         .map(|v| v.to_string())
