@@ -33,7 +33,10 @@ TARGET = os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target"))
 
 
 def paths():
-    up = [os.environ["MCP_TASKS_PYTHON"], os.path.join(ROOT, "tests/gateway/upstream.py")]
+    """The three commands; UPSTREAM (a command line, split at spaces)
+    replaces tests/gateway/upstream.py."""
+    up = os.environ.get("UPSTREAM", "").split() or [
+        os.environ["MCP_TASKS_PYTHON"], os.path.join(ROOT, "tests/gateway/upstream.py")]
     relay = os.path.join(TARGET, "release/examples/line_relay")
     gateway = os.path.join(TARGET, "release/mcp-tasks")
     return {

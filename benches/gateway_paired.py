@@ -16,7 +16,9 @@ is after. Here every path sees the same moments of the host: a slow
 second slows one call of each. The figures are the median of each
 path's calls and the median of the per-step ratios (gateway / direct),
 with the ratio's quartiles. GATEWAY=PATH[:PATH...] compares other builds
-of the gateway as well (paths `other`, or `other1`, `other2`, ...).
+of the gateway as well (paths `other`, or `other1`, `other2`, ...);
+UPSTREAM=COMMAND with ECHO_ARG=NAME puts another upstream's echo tool
+behind all of them.
 """
 
 import os
@@ -41,7 +43,9 @@ def main():
     for peer in peers.values():
         peer.initialize()
     names = list(peers)
-    echo = {"name": "echo", "arguments": {"text": "hi"}}
+    # tests/gateway/upstream.py's echo takes `text`; server-everything's
+    # (UPSTREAM="node .../index.js stdio" ECHO_ARG=message) `message`.
+    echo = {"name": "echo", "arguments": {os.environ.get("ECHO_ARG", "text"): "hi"}}
     for peer in peers.values():
         for _ in range(100):
             peer.call("tools/call", echo)
