@@ -139,8 +139,20 @@ impl UpstreamCall {
                     }
                     if let Some(peer) = sink.relay() {
                         // A 2025-11-25 client on a call that is no task:
-                        // asked on its own stream, as any proxy does.
+                        // asked on its own stream, as any proxy does. The
+                        // call's own answer ends the wait: an upstream may
+                        // ask and answer without waiting for the reply
+                        // (server-everything's `roots/list`), and a client
+                        // that does not answer must not hold the call.
                         let answer = tokio::select! {
+                            biased;
+                            out = &mut self.answer => {
+                                self.link.respond(id, Err(JsonRpcError::internal(
+                                    "the call this was asked for has ended",
+                                )));
+                                self.finish();
+                                return Step::Done(out);
+                            }
                             a = peer.request(method, params) => a,
                             () = &mut cancelled => Err(JsonRpcError::internal("the call was cancelled")),
                         };
@@ -235,12 +247,31 @@ impl UpstreamCall {
             );
             self.link.forget(self.id);
             self.calls.unregister(self.link.serial, self.id);
+            self.refuse_leftovers();
         }
     }
 
     fn finish(&mut self) {
         self.done = true;
         self.calls.unregister(self.link.serial, self.id);
+        self.refuse_leftovers();
+    }
+
+    /// Questions routed to the call that it never took (one that came with
+    /// its answer, read after it): the upstream waits for each, so each is
+    /// answered, with an error. Nothing reaches the call once it is
+    /// unregistered (a question then gets the table's own answer).
+    fn refuse_leftovers(&mut self) {
+        while let Ok(event) = self.events.try_recv() {
+            if let CallEvent::Ask { id, .. } = event {
+                self.link.respond(
+                    id,
+                    Err(JsonRpcError::internal(
+                        "the call this was asked for has ended",
+                    )),
+                );
+            }
+        }
     }
 }
 

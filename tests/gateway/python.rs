@@ -486,6 +486,79 @@ async fn over_the_stdio_transport_a_clients_cancel_of_a_synchronous_call_reaches
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_the_client_leaves_unanswered_does_not_hold_the_calls_answer() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+    // server-everything asks for roots on its own during a call and answers
+    // the call without waiting; a 2025-11-25 client that does not answer
+    // (here: one that reads only answers) held the call for ever: the
+    // gateway waited for the client's reply before it looked at the call's
+    // answer again. And a question read just before the call's answer was
+    // never answered upstream.
+    let (_dir, file) = events_file();
+    let Some(up) = python(&file) else { return };
+    let gw = Gateway::start(up, &[("nudge_roots", TaskPolicy::Sync)]).await;
+    let (mut client, server_in) = tokio::io::duplex(1 << 16);
+    let (server_out, client_out) = tokio::io::duplex(1 << 16);
+    let served = tokio::spawn(
+        mcp_task_layer::StdioTransport::new(gw.service())
+            .with_owner(mcp_task_layer::TaskOwner::new("stdio"))
+            .serve(BufReader::new(server_in), server_out),
+    );
+    let mut lines = BufReader::new(client_out).lines();
+    // 0.2 s: asked, relayed, then answered; 0: the question and the answer
+    // leave the upstream back to back.
+    for (id, wait) in [(1, 0.2), (2, 0.0)] {
+        let call = json!({ "jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": { "name": "nudge_roots", "arguments": { "wait": wait } } });
+        client
+            .write_all(format!("{call}\n").as_bytes())
+            .await
+            .unwrap();
+        let mut asked = 0;
+        let answer = loop {
+            // Not answered by the client: the call's answer still comes.
+            let line = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
+                .await
+                .expect("the call is answered though its question is not")
+                .unwrap()
+                .unwrap();
+            let message: serde_json::Value = serde_json::from_str(&line).unwrap();
+            match message["method"].as_str() {
+                Some(method) => {
+                    assert_eq!(method, "roots/list", "{line}");
+                    asked += 1;
+                }
+                None => break message,
+            }
+        };
+        assert_eq!(answer["id"], id, "{answer}");
+        assert_eq!(text(&answer["result"]), "done");
+        if wait > 0.0 {
+            assert_eq!(asked, 1, "the question is relayed to the client");
+        }
+        // The upstream's question got an answer too: an error (bounded
+        // polling of the upstream's events).
+        let refused = || {
+            events(&file)
+                .iter()
+                .filter(|e| *e == "roots refused")
+                .count()
+        };
+        for _ in 0..400 {
+            if refused() >= id as usize {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(refused(), id as usize, "{:?}", events(&file));
+        assert_eq!(gw.proxy.calls_in_flight().0, 0);
+    }
+    drop(client);
+    served.await.unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_2025_call_that_is_no_task_is_asked_on_the_clients_own_stream() {
     let (_dir, file) = events_file();
     let Some(up) = python(&file) else { return };

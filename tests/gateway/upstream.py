@@ -17,15 +17,17 @@ open, and progress as `notifications/progress` when the call has a
 Tools: the fixtures of the conformance `tasks-*` scenarios (greet,
 slow_compute, failing_job, protocol_error_job, confirm_delete, multi_input,
 test_tool_with_task) and, for the gateway's own tests, long, ask_sampling,
-ask_roots, pid, echo, hop (closes its SSE stream) and announce (a notification outside any call; the
-resource memo://note, subscribable with mcp 2.x).
+ask_roots, nudge_roots (asks for roots and answers without waiting), pid, echo, hop (closes its
+SSE stream) and announce (a notification outside any call; the resource memo://note, subscribable
+with mcp 2.x).
 
 UPSTREAM_EVENTS=FILE makes the tools append one line per event to FILE:
 `started <tool>` when a tool starts, `finished <tool>` when it returns,
 `cancelled <label>` when `slow_compute` (its label) or `long` (`long`) is
 cancelled by `notifications/cancelled`, `announced <kind>`, `subscribed <uri>`,
-`unsubscribed <uri>` and `roots changed` (the upstream then also sends a log
-message, outside any call).
+`unsubscribed <uri>`, `roots changed` (the upstream then also sends a log
+message, outside any call), and `roots answered` or `roots refused` when
+nudge_roots's question gets its answer.
 """
 
 from __future__ import annotations
@@ -263,6 +265,29 @@ async def ask_roots(ctx: Context) -> str:
         result = await session.list_roots()
     finished("ask_roots")
     return "\n".join(str(root.uri) for root in result.roots)
+
+
+# Questions asked and not waited for (a reference keeps each task alive).
+UNAWAITED: set[Any] = set()
+
+
+@mcp.tool(
+    description="Ask for the client's roots without waiting for the answer (as server-everything "
+    "does on its own), then return `done` after `wait` seconds.",
+    structured_output=False,
+)
+async def nudge_roots(ctx: Context, wait: float = 0.2) -> str:
+    session = ctx.request_context.session
+    task = asyncio.ensure_future(session.list_roots())
+    UNAWAITED.add(task)
+    def answered(t: Any) -> None:
+        UNAWAITED.discard(t)
+        event("roots refused" if t.cancelled() or t.exception() is not None else "roots answered")
+
+    task.add_done_callback(answered)
+    # With `wait` 0 the question and the answer leave back to back.
+    await asyncio.sleep(wait)
+    return "done"
 
 
 @mcp.tool(description="This server's process id.", structured_output=False)
