@@ -54,6 +54,15 @@ pub trait ClientPeer: Send + Sync + 'static {
     fn cancels_by_dropping(&self) -> bool {
         false
     }
+
+    /// The `capabilities` the client declared in its 2025-11-25
+    /// `initialize`, where the transport keeps the session (stdio: one
+    /// stream, one client); `None` where it does not know them. A service
+    /// that relays a server→client request checks them first: a client is
+    /// never sent a request of a capability it did not declare.
+    fn declared_capabilities(&self) -> Option<Value> {
+        None
+    }
 }
 
 /// A [`ClientPeer`] in request extensions.

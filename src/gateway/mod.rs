@@ -559,16 +559,19 @@ fn upstream_params(
 ) -> Result<(Outbound, RunSink), JsonRpcError> {
     let (params, client) = Outbound::of(req, mrtr)?;
     let modern = req.protocol_version().is_some();
+    let peer = req.extensions.get::<Peer>().cloned();
+    let caps = if modern {
+        Some(client.caps.unwrap_or_else(|| json!({})))
+    } else {
+        // A 2025-11-25 client's, where its transport keeps them (stdio).
+        peer.as_ref().and_then(|p| p.declared_capabilities())
+    };
     let sink = RunSink {
         relay: handle.is_none() && !modern,
         handle,
-        peer: req.extensions.get::<Peer>().cloned(),
+        peer,
         client_token: client.token,
-        caps: if modern {
-            Some(client.caps.unwrap_or_else(|| json!({})))
-        } else {
-            None
-        },
+        caps,
     };
     Ok((params, sink))
 }

@@ -22,8 +22,10 @@ pub(crate) struct RunSink {
     /// Questions go to the client's stream as requests (a 2025-11-25 call
     /// that is no task) instead of becoming input requests.
     pub(crate) relay: bool,
-    /// The 2026-07-28 client's declared capabilities (`None`: a 2025-era
-    /// client, whose capabilities the layer and its session hold).
+    /// The client's declared capabilities: a 2026-07-28 client's from its
+    /// request, a 2025-11-25 client's from its `initialize` where the
+    /// transport keeps them (`ClientPeer::declared_capabilities`: stdio);
+    /// `None` where nobody knows them (a 2025 client over HTTP).
     pub(crate) caps: Option<Value>,
 }
 

@@ -1,7 +1,7 @@
 //! The [`ClientPeer`] of the stream: server→client messages go to the one
 //! output, the client's answers come back on the input.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use serde_json::Value;
 use tokio::sync::mpsc;
@@ -19,6 +19,8 @@ pub(super) struct StdioPeer {
     /// Fires when the input has ended (no answer can come back) or the
     /// output is broken.
     pub(super) closed: CancellationToken,
+    /// The capabilities of the stream's 2025-11-25 `initialize`, once read.
+    pub(super) declared: Arc<OnceLock<Value>>,
 }
 
 impl ClientPeer for StdioPeer {
@@ -72,6 +74,10 @@ impl ClientPeer for StdioPeer {
 
     fn cancels_by_dropping(&self) -> bool {
         true
+    }
+
+    fn declared_capabilities(&self) -> Option<Value> {
+        self.declared.get().cloned()
     }
 }
 

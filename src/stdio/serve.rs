@@ -4,7 +4,7 @@
 use bytes::Bytes;
 use std::collections::HashMap;
 use std::io;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use serde_json::Value;
@@ -106,10 +106,12 @@ where
     let writer = write_lines(output, queue, stop_writer.clone(), broken.clone());
     let pending = Arc::new(PendingRequests::default());
     let closed = broken.child_token();
+    let declared = Arc::new(OnceLock::new());
     let peer = Peer::new(StdioPeer {
         outgoing: outgoing.clone(),
         pending: Arc::clone(&pending),
         closed: closed.clone(),
+        declared: Arc::clone(&declared),
     });
     let mut stream = Stream {
         service,
@@ -121,6 +123,7 @@ where
         calls: JoinSet::new(),
         permits: Arc::new(Semaphore::new(settings.max_in_flight.max(1))),
         serial: 0,
+        declared,
     };
     let mut lines = LineReader::new(input, settings.line_limit);
     let run = async {
@@ -159,6 +162,8 @@ struct Stream<S> {
     calls: JoinSet<()>,
     permits: Arc<Semaphore>,
     serial: u64,
+    /// What the stream's 2025-11-25 `initialize` declared (its peer says).
+    declared: Arc<OnceLock<Value>>,
 }
 
 impl<S> Stream<S>
@@ -284,6 +289,16 @@ where
         }
         if request.id.is_none() {
             return Message::Notification(request);
+        }
+        if request.method == "initialize" {
+            // The first one holds (a second is the service's to refuse).
+            let caps = request
+                .params
+                .as_ref()
+                .and_then(|p| p.get("capabilities"))
+                .cloned()
+                .unwrap_or_else(|| Value::Object(Default::default()));
+            let _ = self.declared.set(caps);
         }
         request.extensions.insert(self.peer.clone());
         Message::Request(request)

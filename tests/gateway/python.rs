@@ -559,6 +559,57 @@ async fn a_question_the_client_leaves_unanswered_does_not_hold_the_calls_answer(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_stdio_a_2025_client_is_never_asked_what_it_did_not_declare() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+    // The gateway declares roots, elicitation and sampling upstream for
+    // every client; a 2025-11-25 client over stdio that declared none of
+    // them is not sent the upstream's roots/list (it used to be): the
+    // gateway answers as such a client would, with no roots.
+    let (_dir, file) = events_file();
+    let Some(up) = python(&file) else { return };
+    let gw = Gateway::start(up, &[("ask_roots", TaskPolicy::Sync)]).await;
+    let (mut client, server_in) = tokio::io::duplex(1 << 16);
+    let (server_out, client_out) = tokio::io::duplex(1 << 16);
+    let served = tokio::spawn(
+        mcp_task_layer::StdioTransport::new(gw.service())
+            .with_owner(mcp_task_layer::TaskOwner::new("stdio"))
+            .serve(BufReader::new(server_in), server_out),
+    );
+    let mut lines = BufReader::new(client_out).lines();
+    macro_rules! next {
+        () => {{
+            let line = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
+                .await
+                .expect("a line within 20 s")
+                .unwrap()
+                .unwrap();
+            serde_json::from_str::<serde_json::Value>(&line).unwrap()
+        }};
+    }
+    let init = json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": { "name": "t", "version": "1" } } });
+    let call = json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": { "name": "ask_roots", "arguments": {} } });
+    client
+        .write_all(format!("{init}\n").as_bytes())
+        .await
+        .unwrap();
+    assert_eq!(next!()["id"], 1);
+    client
+        .write_all(format!("{call}\n").as_bytes())
+        .await
+        .unwrap();
+    let answer = next!();
+    assert_eq!(answer["id"], 2, "the client was asked: {answer}");
+    assert_eq!(text(&answer["result"]), "", "no roots: {answer}");
+    event(&file, "finished ask_roots").await;
+    drop(client);
+    served.await.unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_2025_call_that_is_no_task_is_asked_on_the_clients_own_stream() {
     let (_dir, file) = events_file();
     let Some(up) = python(&file) else { return };
