@@ -438,7 +438,14 @@ impl<S> McpEndpoint<S> {
         S::Future: Send + 'static,
         S::Error: Into<BoxError>,
     {
-        serve(listener, self.into_service(path))
+        // Each request straight from hyper to the endpoint: its body not
+        // boxed, its future not boxed, no `oneshot` (the same answers as
+        // through `McpService`'s `Service` impl).
+        serve(listener, self.into_service(path)).with_connect(|stream, app, deadlines, stop| {
+            Box::pin(serve::connection(stream, deadlines, stop, move |request| {
+                app.serve_hyper(request)
+            }))
+        })
     }
 
     fn into_state(self) -> EndpointState<S> {
