@@ -16,11 +16,12 @@ use std::sync::{Arc, Mutex};
 use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
-use axum::body::{Body, Bytes};
+use axum::body::Bytes;
 use pin_project_lite::pin_project;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::{Instant, Sleep};
 
+use super::answer::Answer;
 use crate::jsonrpc::JsonRpcError;
 
 /// Where a connection is between requests.
@@ -239,7 +240,7 @@ pin_project! {
     /// (written whole, or abandoned).
     pub(super) struct Tracked {
         #[pin]
-        body: Body,
+        body: Answer,
         clock: Arc<ConnClock>,
     }
 
@@ -251,7 +252,7 @@ pin_project! {
 }
 
 impl Tracked {
-    pub(super) fn new(body: Body, clock: Arc<ConnClock>) -> Self {
+    pub(super) fn new(body: Answer, clock: Arc<ConnClock>) -> Self {
         Tracked { body, clock }
     }
 }

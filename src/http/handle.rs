@@ -9,13 +9,14 @@ use std::time::Duration;
 
 use axum::http::request::Parts;
 use axum::http::{Extensions, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::response::IntoResponse;
 use axum::BoxError;
 use pin_project_lite::pin_project;
 use tower::ServiceExt;
 use tower_service::Service;
 use tracing::{debug, warn};
 
+use super::answer::{other, Response};
 use super::body::{drain, read_body, BodyError, ReqBody};
 use super::guard::{admit, AllowedOrigins};
 use super::headers::check_headers;
@@ -221,7 +222,7 @@ where
         let Some(id) = request.id.clone() else {
             // Boxed: notifications are rare, and the call's future is large.
             return match Box::pin(state.service.clone().oneshot(request)).await {
-                Ok(_) => StatusCode::ACCEPTED.into_response(),
+                Ok(_) => other(StatusCode::ACCEPTED.into_response()),
                 Err(e) => {
                     let e: BoxError = e.into();
                     warn!(error = %e, "the MCP service failed on a notification");

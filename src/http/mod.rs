@@ -7,6 +7,7 @@
 //! `response` writes a JSON answer, and `sse` streams the answer instead
 //! when the service talks back to the client through the `peer`.
 
+mod answer;
 mod body;
 mod deadline;
 mod guard;

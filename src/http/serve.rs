@@ -20,6 +20,7 @@ use tower::ServiceExt;
 use tower_service::Service;
 use tracing::{debug, warn};
 
+use super::answer::other;
 use super::deadline::{ConnClock, Deadlines, Tracked, Watched};
 use crate::store::BoxFuture;
 
@@ -228,7 +229,7 @@ where
         let call = app.clone().oneshot(request.map(Body::new));
         async move {
             match call.await {
-                Ok(response) => response,
+                Ok(response) => other(response),
                 Err(never) => match never {},
             }
         }
@@ -245,7 +246,7 @@ pub(super) async fn connection<F, R>(
     serve_one: F,
 ) where
     F: Fn(hyper::Request<Incoming>) -> R + Send + 'static,
-    R: Future<Output = Response> + Send + 'static,
+    R: Future<Output = super::answer::Response> + Send + 'static,
 {
     let clock = ConnClock::new();
     let io = TokioIo::new(Watched::new(stream, Arc::clone(&clock), deadlines));

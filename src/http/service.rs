@@ -10,16 +10,15 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 
-use axum::body::Body;
 use axum::extract::Request;
 use axum::http::header::ALLOW;
 use axum::http::request::Parts;
 use axum::http::{HeaderValue, Method, StatusCode};
-use axum::response::Response;
 use axum::BoxError;
 use pin_project_lite::pin_project;
 use tower_service::Service;
 
+use super::answer::{Answer, Response};
 use super::handle::{handle, EndpointState};
 use crate::jsonrpc::{JsonRpcRequest, JsonRpcResponse};
 use crate::store::BoxFuture;
@@ -74,9 +73,9 @@ where
     S::Future: Send + 'static,
     S::Error: Into<BoxError>,
 {
-    type Response = Response;
+    type Response = axum::response::Response;
     type Error = Infallible;
-    type Future = BoxFuture<'static, Result<Response, Infallible>>;
+    type Future = BoxFuture<'static, Result<axum::response::Response, Infallible>>;
 
     fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         Poll::Ready(Ok(()))
@@ -85,9 +84,13 @@ where
     fn call(&mut self, request: Request) -> Self::Future {
         let (parts, body) = request.into_parts();
         if let Some(refused) = self.refusal(&parts) {
-            return Box::pin(std::future::ready(Ok(refused)));
+            return Box::pin(std::future::ready(Ok(refused.map(Answer::into_body))));
         }
-        Box::pin(handle(Arc::clone(&self.state), parts, body))
+        let handled = handle(Arc::clone(&self.state), parts, body);
+        Box::pin(async move {
+            let Ok(response) = handled.await;
+            Ok(response.map(Answer::into_body))
+        })
     }
 }
 
@@ -165,7 +168,7 @@ impl<F: Future<Output = Result<Response, Infallible>>> Future for Served<F> {
 }
 
 fn empty(status: StatusCode) -> Response {
-    let mut response = Response::new(Body::empty());
+    let mut response = Response::new(Answer::Whole(None));
     *response.status_mut() = status;
     response
 }
