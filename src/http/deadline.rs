@@ -12,7 +12,8 @@
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
@@ -24,35 +25,76 @@ use tokio::time::{Instant, Sleep};
 use super::answer::Answer;
 use crate::jsonrpc::JsonRpcError;
 
-/// Where a connection is between requests.
-#[derive(Clone, Copy, Debug)]
+/// Where a connection is between requests: a tag in the low bits of
+/// [`ConnClock`]'s word, and for the first two phases the instant they
+/// began, in nanoseconds from the clock's base, above it.
+///
+/// The instant is read only once a read waits (the first `Pending` of a
+/// phase), not when the phase begins: nearly every head arrives whole in
+/// one read, and nearly every answer is followed by a wait for the next
+/// request, so a request reads the time once, not twice. A head's deadline
+/// thus counts from the first wait after its first byte (the same poll of
+/// the connection, microseconds later), an idle deadline from the first
+/// wait after the answer was written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Phase {
-    /// No request under way since this instant.
-    Idle(Instant),
-    /// A request head began to arrive at this instant.
-    Head(Instant),
+    /// No request under way since the instant (if read yet).
+    Idle(Option<Instant>),
+    /// A request head began to arrive at the instant (if read yet).
+    Head(Option<Instant>),
     /// A request is being served (its body read, its answer written).
     Busy,
 }
 
+const TAG_BITS: u32 = 3;
+const IDLE: u64 = 0;
+const IDLE_AT: u64 = 1;
+const HEAD: u64 = 2;
+const HEAD_AT: u64 = 3;
+const BUSY: u64 = 4;
+
 /// The phase of one connection, shared by its socket wrapper, its
-/// service and the bodies of its answers.
+/// service and the bodies of its answers (all on the connection's task):
+/// one word, no lock.
 #[derive(Debug)]
-pub(super) struct ConnClock(Mutex<Phase>);
+pub(super) struct ConnClock {
+    base: Instant,
+    word: AtomicU64,
+}
 
 impl ConnClock {
     pub(super) fn new() -> Arc<Self> {
-        Arc::new(ConnClock(Mutex::new(Phase::Idle(Instant::now()))))
+        Arc::new(ConnClock {
+            base: Instant::now(),
+            word: AtomicU64::new(IDLE),
+        })
     }
 
     fn set(&self, phase: Phase) {
-        if let Ok(mut p) = self.0.lock() {
-            *p = phase;
-        }
+        let at = |tag: u64, instant: Instant| {
+            let nanos = instant.saturating_duration_since(self.base).as_nanos();
+            (u64::try_from(nanos).unwrap_or(u64::MAX >> TAG_BITS) << TAG_BITS) | tag
+        };
+        let word = match phase {
+            Phase::Idle(None) => IDLE,
+            Phase::Idle(Some(instant)) => at(IDLE_AT, instant),
+            Phase::Head(None) => HEAD,
+            Phase::Head(Some(instant)) => at(HEAD_AT, instant),
+            Phase::Busy => BUSY,
+        };
+        self.word.store(word, Ordering::Relaxed);
     }
 
     fn get(&self) -> Phase {
-        self.0.lock().map_or(Phase::Busy, |p| *p)
+        let word = self.word.load(Ordering::Relaxed);
+        let at = || Some(self.base + Duration::from_nanos(word >> TAG_BITS));
+        match word & ((1 << TAG_BITS) - 1) {
+            IDLE => Phase::Idle(None),
+            IDLE_AT => Phase::Idle(at()),
+            HEAD => Phase::Head(None),
+            HEAD_AT => Phase::Head(at()),
+            _ => Phase::Busy,
+        }
     }
 
     /// A head is complete: hyper hands the request to the service.
@@ -62,16 +104,26 @@ impl ConnClock {
 
     /// An answer has been written (its body is dropped): idle from now.
     fn answered(&self) {
-        self.set(Phase::Idle(Instant::now()));
+        self.set(Phase::Idle(None));
     }
 
     /// Bytes arrived: the first of a head, when idle.
     fn bytes_arrived(&self) {
-        if let Ok(mut p) = self.0.lock() {
-            if let Phase::Idle(_) = *p {
-                *p = Phase::Head(Instant::now());
-            }
+        if self.word.load(Ordering::Relaxed) & ((1 << TAG_BITS) - 1) <= IDLE_AT {
+            self.set(Phase::Head(None));
         }
+    }
+
+    /// A read waits: the phase, its instant read now if it was not yet.
+    fn waiting(&self) -> Phase {
+        let phase = match self.get() {
+            Phase::Idle(None) => Phase::Idle(Some(Instant::now())),
+            Phase::Head(None) => Phase::Head(Some(Instant::now())),
+            phase => return phase,
+        };
+        self.set(phase);
+        // As stored: later reads give the same instant to the nanosecond.
+        self.get()
     }
 }
 
@@ -103,6 +155,8 @@ pin_project! {
         deadlines: Deadlines,
         timer: Pin<Box<Sleep>>,
         armed: Option<Instant>,
+        // `timer` was polled since it was last armed.
+        polled: bool,
         trip: Trip,
         answer: Bytes,
     }
@@ -116,6 +170,7 @@ impl<T> Watched<T> {
             deadlines,
             timer: Box::pin(tokio::time::sleep_until(Instant::now())),
             armed: None,
+            polled: false,
             trip: Trip::None,
             answer: Bytes::new(),
         }
@@ -174,23 +229,33 @@ impl<T: AsyncRead + AsyncWrite> AsyncRead for Watched<T> {
                 Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
                 Poll::Pending => {}
             }
-            let (deadline, head) = match this.clock.get() {
+            let (since, limit, head) = match this.clock.waiting() {
                 Phase::Busy => return Poll::Pending,
-                Phase::Idle(since) => (since + this.deadlines.idle, false),
-                Phase::Head(since) => (since + this.deadlines.header, true),
+                Phase::Idle(since) => (since, this.deadlines.idle, false),
+                Phase::Head(since) => (since, this.deadlines.header, true),
             };
+            // `waiting` has read the instant.
+            let deadline = since.unwrap_or_else(Instant::now) + limit;
             // The timer is re-armed only for an earlier deadline: an idle
             // deadline moves later with every request, and resetting the
             // timer each time costs more than waking once too early.
             if this.armed.is_none_or(|armed| deadline < armed) {
                 this.timer.as_mut().reset(deadline);
                 *this.armed = Some(deadline);
+                *this.polled = false;
             }
+            // Polled once since armed, by this connection's task (whose
+            // waker it keeps), and not yet elapsed: it will wake the task.
+            if *this.polled && !this.timer.is_elapsed() {
+                return Poll::Pending;
+            }
+            *this.polled = true;
             ready!(this.timer.as_mut().poll(cx));
             if *this.armed != Some(deadline) {
                 // Woken for a deadline that has moved since: wait for this one.
                 this.timer.as_mut().reset(deadline);
                 *this.armed = Some(deadline);
+                *this.polled = false;
                 continue;
             }
             *this.trip = if head {

@@ -220,8 +220,12 @@ async fn accept_failed(e: io::Error) {
 }
 
 /// Serve one connection through `app`'s `Service` impl.
-async fn through_service<A>(stream: TcpStream, app: A, deadlines: Deadlines, stop: watch::Receiver<()>)
-where
+async fn through_service<A>(
+    stream: TcpStream,
+    app: A,
+    deadlines: Deadlines,
+    stop: watch::Receiver<()>,
+) where
     A: Service<Request, Response = Response, Error = Infallible> + Clone + Send + 'static,
     A::Future: Send + 'static,
 {

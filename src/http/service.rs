@@ -5,9 +5,9 @@
 
 use std::convert::Infallible;
 use std::fmt;
-use std::sync::Arc;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 
 use axum::extract::Request;
@@ -156,9 +156,11 @@ impl<F: Future<Output = Result<Response, Infallible>>> Future for Served<F> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Response> {
         match self.project() {
-            ServedProj::Refused { response } => {
-                Poll::Ready(response.take().unwrap_or_else(|| empty(StatusCode::NOT_FOUND)))
-            }
+            ServedProj::Refused { response } => Poll::Ready(
+                response
+                    .take()
+                    .unwrap_or_else(|| empty(StatusCode::NOT_FOUND)),
+            ),
             ServedProj::Handled { future } => match ready!(future.poll(cx)) {
                 Ok(response) => Poll::Ready(response),
                 Err(never) => match never {},
