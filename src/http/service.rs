@@ -113,7 +113,7 @@ where
                 response: Some(response),
             },
             None => Served::Handled {
-                future: handle(Arc::clone(&self.state), parts, body),
+                future: Box::pin(handle(Arc::clone(&self.state), parts, body)),
             },
         }
     }
