@@ -430,9 +430,13 @@ impl<S> McpEndpoint<S> {
         McpService::new(self.into_state(), Some(path))
     }
 
-    /// Serve the endpoint on `listener` at `path`, with no router: the
-    /// same as [`serve`]`(listener, self.into_service(path))`, whose
-    /// deadlines for slow clients the returned [`Serve`] sets.
+    /// Serve the endpoint on `listener` at `path`, with no router: it
+    /// answers as [`serve`]`(listener, self.into_service(path))` does, whose
+    /// deadlines for slow clients the returned [`Serve`] sets, for less
+    /// work per request: each request goes from hyper straight to the
+    /// endpoint, its body read as hyper gives it and a JSON answer handed
+    /// back as it is written, without axum's boxed `Body` or a `oneshot`
+    /// in between.
     pub fn serve(self, listener: tokio::net::TcpListener, path: &str) -> Serve<McpService<S>>
     where
         S: Service<JsonRpcRequest, Response = JsonRpcResponse> + Clone + Send + Sync + 'static,
