@@ -253,7 +253,10 @@ mod tests {
         far.updated_at_ms = far.created_at_ms;
         let mut farther = far.clone();
         farther.updated_at_ms += 1;
-        cases.extend([changed, far, farther]);
+        // One stamp written from its digits, the other by `time`.
+        let mut mixed = r.clone();
+        mixed.updated_at_ms = far.created_at_ms;
+        cases.extend([changed, far, farther, mixed]);
         for r in cases {
             let typed = serde_json::to_value(detailed(&r)).unwrap_or_default();
             assert_eq!(detailed_value(&r, None), typed, "{:?}", r.status);
