@@ -12,7 +12,7 @@
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 use std::time::Duration;
@@ -25,105 +25,82 @@ use tokio::time::{Instant, Sleep};
 use super::answer::Answer;
 use crate::jsonrpc::JsonRpcError;
 
-/// Where a connection is between requests: a tag in the low bits of
-/// [`ConnClock`]'s word, and for the first two phases the instant they
-/// began, in nanoseconds from the clock's base, above it.
+/// Where a connection is between requests, as its socket wrapper reads
+/// it when a read waits.
 ///
-/// The instant is read only once a read waits (the first `Pending` of a
-/// phase), not when the phase begins: nearly every head arrives whole in
-/// one read, and nearly every answer is followed by a wait for the next
-/// request, so a request reads the time once, not twice. A head's deadline
-/// thus counts from the first wait after its first byte (the same poll of
-/// the connection, microseconds later), an idle deadline from the first
-/// wait after the answer was written.
+/// The instant a phase began is read only once a read waits (the first
+/// `Pending` of the phase), not when the phase begins: nearly every head
+/// arrives whole in one read, and nearly every answer is followed by a
+/// wait for the next request, so a request reads the time once, not
+/// twice. A head's deadline thus counts from the first wait after its
+/// first byte (the same poll of the connection, microseconds later), an
+/// idle deadline from the first wait after the answer was written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Phase {
-    /// No request under way since the instant (if read yet).
-    Idle(Option<Instant>),
-    /// A request head began to arrive at the instant (if read yet).
-    Head(Option<Instant>),
+    /// No request under way since the instant.
+    Idle(Instant),
+    /// A request head began to arrive at the instant.
+    Head(Instant),
     /// A request is being served (its body read, its answer written).
     Busy,
 }
 
-const TAG_BITS: u32 = 3;
-const IDLE: u64 = 0;
-const IDLE_AT: u64 = 1;
-const HEAD: u64 = 2;
-const HEAD_AT: u64 = 3;
-const BUSY: u64 = 4;
+/// Idle, its instant not read yet.
+const IDLE: u8 = 0;
+/// Idle since the instant the socket wrapper keeps.
+const IDLE_AT: u8 = 1;
+/// A head under way, its instant not read yet.
+const HEAD: u8 = 2;
+/// A head under way since the instant the socket wrapper keeps.
+const HEAD_AT: u8 = 3;
+const BUSY: u8 = 4;
 
 /// The phase of one connection, shared by its socket wrapper, its
 /// service and the bodies of its answers (all on the connection's task):
-/// one word, no lock.
+/// one atomic byte, no lock. The phase's instant is the socket wrapper's
+/// alone (it is the only one that reads it).
 #[derive(Debug)]
-pub(super) struct ConnClock {
-    base: Instant,
-    word: AtomicU64,
-}
+pub(super) struct ConnClock(AtomicU8);
 
 impl ConnClock {
     pub(super) fn new() -> Arc<Self> {
-        Arc::new(ConnClock {
-            base: Instant::now(),
-            word: AtomicU64::new(IDLE),
-        })
+        Arc::new(ConnClock(AtomicU8::new(IDLE)))
     }
 
-    fn set(&self, phase: Phase) {
-        let at = |tag: u64, instant: Instant| {
-            let nanos = instant.saturating_duration_since(self.base).as_nanos();
-            (u64::try_from(nanos).unwrap_or(u64::MAX >> TAG_BITS) << TAG_BITS) | tag
-        };
-        let word = match phase {
-            Phase::Idle(None) => IDLE,
-            Phase::Idle(Some(instant)) => at(IDLE_AT, instant),
-            Phase::Head(None) => HEAD,
-            Phase::Head(Some(instant)) => at(HEAD_AT, instant),
-            Phase::Busy => BUSY,
-        };
-        self.word.store(word, Ordering::Relaxed);
-    }
-
-    fn get(&self) -> Phase {
-        let word = self.word.load(Ordering::Relaxed);
-        let at = || Some(self.base + Duration::from_nanos(word >> TAG_BITS));
-        match word & ((1 << TAG_BITS) - 1) {
-            IDLE => Phase::Idle(None),
-            IDLE_AT => Phase::Idle(at()),
-            HEAD => Phase::Head(None),
-            HEAD_AT => Phase::Head(at()),
-            _ => Phase::Busy,
-        }
+    fn set(&self, tag: u8) {
+        self.0.store(tag, Ordering::Relaxed);
     }
 
     /// A head is complete: hyper hands the request to the service.
     pub(super) fn head_done(&self) {
-        self.set(Phase::Busy);
+        self.set(BUSY);
     }
 
     /// An answer has been written (its body is dropped): idle from now.
     fn answered(&self) {
-        self.set(Phase::Idle(None));
+        self.set(IDLE);
     }
 
     /// Bytes arrived: the first of a head, when idle.
     fn bytes_arrived(&self) {
-        if self.word.load(Ordering::Relaxed) & ((1 << TAG_BITS) - 1) <= IDLE_AT {
-            self.set(Phase::Head(None));
+        if self.0.load(Ordering::Relaxed) <= IDLE_AT {
+            self.set(HEAD);
         }
     }
 
-    /// A read waits: the phase, its instant read now if it was not yet.
-    fn waiting(&self) -> Phase {
-        let phase = match self.get() {
-            Phase::Idle(None) => Phase::Idle(Some(Instant::now())),
-            Phase::Head(None) => Phase::Head(Some(Instant::now())),
-            phase => return phase,
-        };
-        self.set(phase);
-        // As stored: later reads give the same instant to the nanosecond.
-        self.get()
+    /// A read waits: the phase, with `since` (the socket wrapper's) read
+    /// now if the phase has not read it yet.
+    fn waiting(&self, since: &mut Instant) -> Phase {
+        let tag = self.0.load(Ordering::Relaxed);
+        if tag == IDLE || tag == HEAD {
+            *since = Instant::now();
+            self.set(tag + 1);
+        }
+        match tag {
+            IDLE | IDLE_AT => Phase::Idle(*since),
+            HEAD | HEAD_AT => Phase::Head(*since),
+            _ => Phase::Busy,
+        }
     }
 }
 
@@ -155,6 +132,8 @@ pin_project! {
         deadlines: Deadlines,
         timer: Pin<Box<Sleep>>,
         armed: Option<Instant>,
+        // When the clock's phase began (see `ConnClock::waiting`).
+        since: Instant,
         // `timer` was polled since it was last armed.
         polled: bool,
         trip: Trip,
@@ -170,6 +149,7 @@ impl<T> Watched<T> {
             deadlines,
             timer: Box::pin(tokio::time::sleep_until(Instant::now())),
             armed: None,
+            since: Instant::now(),
             polled: false,
             trip: Trip::None,
             answer: Bytes::new(),
@@ -229,13 +209,11 @@ impl<T: AsyncRead + AsyncWrite> AsyncRead for Watched<T> {
                 Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
                 Poll::Pending => {}
             }
-            let (since, limit, head) = match this.clock.waiting() {
+            let (deadline, head) = match this.clock.waiting(this.since) {
                 Phase::Busy => return Poll::Pending,
-                Phase::Idle(since) => (since, this.deadlines.idle, false),
-                Phase::Head(since) => (since, this.deadlines.header, true),
+                Phase::Idle(since) => (since + this.deadlines.idle, false),
+                Phase::Head(since) => (since + this.deadlines.header, true),
             };
-            // `waiting` has read the instant.
-            let deadline = since.unwrap_or_else(Instant::now) + limit;
             // The timer is re-armed only for an earlier deadline: an idle
             // deadline moves later with every request, and resetting the
             // timer each time costs more than waking once too early.
