@@ -444,8 +444,8 @@ impl<S> McpEndpoint<S> {
         S::Error: Into<BoxError>,
     {
         // Each request straight from hyper to the endpoint: its body not
-        // boxed, its future not boxed, no `oneshot` (the same answers as
-        // through `McpService`'s `Service` impl).
+        // boxed, no `oneshot`, a JSON answer's body not boxed (the same
+        // answers as through `McpService`'s `Service` impl).
         serve(listener, self.into_service(path)).with_connect(|stream, app, deadlines, stop| {
             Box::pin(serve::connection(stream, deadlines, stop, move |request| {
                 app.serve_hyper(request)

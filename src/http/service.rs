@@ -100,9 +100,13 @@ where
     S::Future: Send + 'static,
     S::Error: Into<BoxError>,
 {
-    /// One request as hyper hands it over, served without boxing its body
-    /// or its future: what [`McpEndpoint::serve`](super::McpEndpoint::serve)'s
-    /// connections call. It answers exactly as [`Service::call`] does.
+    /// One request as hyper hands it over, its body read as it is (not
+    /// boxed into axum's `Body`), without `oneshot`: what
+    /// [`McpEndpoint::serve`](super::McpEndpoint::serve)'s connections
+    /// call. It answers exactly as [`Service::call`] does. The request's
+    /// future is boxed: held inline by hyper's dispatcher, its ~1 KB were
+    /// copied five times a request, which costs more than one allocation
+    /// from the allocator's per-thread cache.
     pub(super) fn serve_hyper(
         &self,
         request: hyper::Request<hyper::body::Incoming>,
