@@ -134,8 +134,6 @@ pin_project! {
         armed: Option<Instant>,
         // When the clock's phase began (see `ConnClock::waiting`).
         since: Instant,
-        // `timer` was polled since it was last armed.
-        polled: bool,
         trip: Trip,
         answer: Bytes,
     }
@@ -150,7 +148,6 @@ impl<T> Watched<T> {
             timer: Box::pin(tokio::time::sleep_until(Instant::now())),
             armed: None,
             since: Instant::now(),
-            polled: false,
             trip: Trip::None,
             answer: Bytes::new(),
         }
@@ -220,20 +217,15 @@ impl<T: AsyncRead + AsyncWrite> AsyncRead for Watched<T> {
             if this.armed.is_none_or(|armed| deadline < armed) {
                 this.timer.as_mut().reset(deadline);
                 *this.armed = Some(deadline);
-                *this.polled = false;
             }
-            // Polled once since armed, by this connection's task (whose
-            // waker it keeps), and not yet elapsed: it will wake the task.
-            if *this.polled && !this.timer.is_elapsed() {
-                return Poll::Pending;
-            }
-            *this.polled = true;
+            // Polled on every wait, even when armed before: tokio's
+            // cooperative budget may have turned an earlier poll away
+            // before it registered this task's waker.
             ready!(this.timer.as_mut().poll(cx));
             if *this.armed != Some(deadline) {
                 // Woken for a deadline that has moved since: wait for this one.
                 this.timer.as_mut().reset(deadline);
                 *this.armed = Some(deadline);
-                *this.polled = false;
                 continue;
             }
             *this.trip = if head {
