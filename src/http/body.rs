@@ -6,7 +6,7 @@ use std::pin::Pin;
 use std::task::{ready, Poll};
 use std::time::Duration;
 
-use axum::body::{Body, Bytes, HttpBody};
+use axum::body::{Bytes, HttpBody};
 use axum::http::header::EXPECT;
 use axum::http::request::Parts;
 use axum::http::Version;
@@ -22,6 +22,11 @@ const MIN_DRAIN: usize = 64 * 1024;
 /// How long the endpoint reads a refused body at most.
 pub(super) const DRAIN_TIME: Duration = Duration::from_secs(5);
 
+/// A request body the endpoint reads: axum's, or hyper's own.
+pub(super) trait ReqBody: HttpBody<Data = Bytes, Error: Send> + Send + 'static {}
+
+impl<B: HttpBody<Data = Bytes, Error: Send> + Send + 'static> ReqBody for B {}
+
 /// Why a body was not read.
 pub(super) enum BodyError {
     TooLarge,
@@ -35,11 +40,15 @@ pub(super) enum BodyError {
 /// An `async` block, not an `async fn` (whose arguments would be kept
 /// twice), reading in one poll loop (no frame kept across an await): the
 /// future is part of every request's.
+///
+/// Generic over the body: axum's (the endpoint behind a router or
+/// [`McpService`](super::McpService)) or hyper's own (the endpoint served
+/// by [`McpEndpoint::serve`](super::McpEndpoint::serve), without boxing it).
 #[allow(clippy::manual_async_fn)]
-pub(super) fn read_body<'p>(
+pub(super) fn read_body<'p, B: ReqBody>(
     parts: &'p Parts,
     declared: Option<u64>,
-    body: Body,
+    body: B,
     limit: usize,
 ) -> impl Future<Output = Result<Bytes, BodyError>> + Send + 'p {
     async move {
@@ -104,19 +113,19 @@ pub(super) fn read_body<'p>(
 ///
 /// Boxed: refused requests are rare, and the drain's timer would make every
 /// request's future larger.
-pub(super) fn drain(
+pub(super) fn drain<B: ReqBody>(
     parts: &Parts,
     declared: Option<u64>,
-    body: Body,
+    body: B,
     limit: usize,
 ) -> BoxFuture<'_, ()> {
     Box::pin(async move { drain_pinned(parts, declared, std::pin::pin!(body), limit, 0).await })
 }
 
-async fn drain_pinned(
+async fn drain_pinned<B: ReqBody>(
     parts: &Parts,
     declared: Option<u64>,
-    mut body: Pin<&mut Body>,
+    mut body: Pin<&mut B>,
     limit: usize,
     read: usize,
 ) {
@@ -144,8 +153,8 @@ async fn drain_pinned(
     .await;
 }
 
-async fn next_frame(
-    mut body: Pin<&mut Body>,
-) -> Option<Result<http_body::Frame<Bytes>, axum::Error>> {
+async fn next_frame<B: ReqBody>(
+    mut body: Pin<&mut B>,
+) -> Option<Result<http_body::Frame<Bytes>, B::Error>> {
     std::future::poll_fn(|cx| body.as_mut().poll_frame(cx)).await
 }

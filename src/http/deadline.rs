@@ -12,64 +12,94 @@
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
-use axum::body::{Body, Bytes};
+use axum::body::Bytes;
 use pin_project_lite::pin_project;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::{Instant, Sleep};
 
+use super::answer::Answer;
 use crate::jsonrpc::JsonRpcError;
 
-/// Where a connection is between requests.
-#[derive(Clone, Copy, Debug)]
+/// Where a connection is between requests, as its socket wrapper reads
+/// it when a read waits.
+///
+/// The instant a phase began is read only once a read waits (the first
+/// `Pending` of the phase), not when the phase begins: nearly every head
+/// arrives whole in one read, and nearly every answer is followed by a
+/// wait for the next request, so a request reads the time once, not
+/// twice. A head's deadline thus counts from the first wait after its
+/// first byte (the same poll of the connection, microseconds later), an
+/// idle deadline from the first wait after the answer was written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Phase {
-    /// No request under way since this instant.
+    /// No request under way since the instant.
     Idle(Instant),
-    /// A request head began to arrive at this instant.
+    /// A request head began to arrive at the instant.
     Head(Instant),
     /// A request is being served (its body read, its answer written).
     Busy,
 }
 
+/// Idle, its instant not read yet.
+const IDLE: u8 = 0;
+/// Idle since the instant the socket wrapper keeps.
+const IDLE_AT: u8 = 1;
+/// A head under way, its instant not read yet.
+const HEAD: u8 = 2;
+/// A head under way since the instant the socket wrapper keeps.
+const HEAD_AT: u8 = 3;
+const BUSY: u8 = 4;
+
 /// The phase of one connection, shared by its socket wrapper, its
-/// service and the bodies of its answers.
+/// service and the bodies of its answers (all on the connection's task):
+/// one atomic byte, no lock. The phase's instant is the socket wrapper's
+/// alone (it is the only one that reads it).
 #[derive(Debug)]
-pub(super) struct ConnClock(Mutex<Phase>);
+pub(super) struct ConnClock(AtomicU8);
 
 impl ConnClock {
     pub(super) fn new() -> Arc<Self> {
-        Arc::new(ConnClock(Mutex::new(Phase::Idle(Instant::now()))))
+        Arc::new(ConnClock(AtomicU8::new(IDLE)))
     }
 
-    fn set(&self, phase: Phase) {
-        if let Ok(mut p) = self.0.lock() {
-            *p = phase;
-        }
-    }
-
-    fn get(&self) -> Phase {
-        self.0.lock().map_or(Phase::Busy, |p| *p)
+    fn set(&self, tag: u8) {
+        self.0.store(tag, Ordering::Relaxed);
     }
 
     /// A head is complete: hyper hands the request to the service.
     pub(super) fn head_done(&self) {
-        self.set(Phase::Busy);
+        self.set(BUSY);
     }
 
     /// An answer has been written (its body is dropped): idle from now.
     fn answered(&self) {
-        self.set(Phase::Idle(Instant::now()));
+        self.set(IDLE);
     }
 
     /// Bytes arrived: the first of a head, when idle.
     fn bytes_arrived(&self) {
-        if let Ok(mut p) = self.0.lock() {
-            if let Phase::Idle(_) = *p {
-                *p = Phase::Head(Instant::now());
-            }
+        if self.0.load(Ordering::Relaxed) <= IDLE_AT {
+            self.set(HEAD);
+        }
+    }
+
+    /// A read waits: the phase, with `since` (the socket wrapper's) read
+    /// now if the phase has not read it yet.
+    fn waiting(&self, since: &mut Instant) -> Phase {
+        let tag = self.0.load(Ordering::Relaxed);
+        if tag == IDLE || tag == HEAD {
+            *since = Instant::now();
+            self.set(tag + 1);
+        }
+        match tag {
+            IDLE | IDLE_AT => Phase::Idle(*since),
+            HEAD | HEAD_AT => Phase::Head(*since),
+            _ => Phase::Busy,
         }
     }
 }
@@ -102,6 +132,8 @@ pin_project! {
         deadlines: Deadlines,
         timer: Pin<Box<Sleep>>,
         armed: Option<Instant>,
+        // When the clock's phase began (see `ConnClock::waiting`).
+        since: Instant,
         trip: Trip,
         answer: Bytes,
     }
@@ -115,6 +147,7 @@ impl<T> Watched<T> {
             deadlines,
             timer: Box::pin(tokio::time::sleep_until(Instant::now())),
             armed: None,
+            since: Instant::now(),
             trip: Trip::None,
             answer: Bytes::new(),
         }
@@ -173,7 +206,7 @@ impl<T: AsyncRead + AsyncWrite> AsyncRead for Watched<T> {
                 Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
                 Poll::Pending => {}
             }
-            let (deadline, head) = match this.clock.get() {
+            let (deadline, head) = match this.clock.waiting(this.since) {
                 Phase::Busy => return Poll::Pending,
                 Phase::Idle(since) => (since + this.deadlines.idle, false),
                 Phase::Head(since) => (since + this.deadlines.header, true),
@@ -185,6 +218,9 @@ impl<T: AsyncRead + AsyncWrite> AsyncRead for Watched<T> {
                 this.timer.as_mut().reset(deadline);
                 *this.armed = Some(deadline);
             }
+            // Polled on every wait, even when armed before: tokio's
+            // cooperative budget may have turned an earlier poll away
+            // before it registered this task's waker.
             ready!(this.timer.as_mut().poll(cx));
             if *this.armed != Some(deadline) {
                 // Woken for a deadline that has moved since: wait for this one.
@@ -239,7 +275,7 @@ pin_project! {
     /// (written whole, or abandoned).
     pub(super) struct Tracked {
         #[pin]
-        body: Body,
+        body: Answer,
         clock: Arc<ConnClock>,
     }
 
@@ -251,7 +287,7 @@ pin_project! {
 }
 
 impl Tracked {
-    pub(super) fn new(body: Body, clock: Arc<ConnClock>) -> Self {
+    pub(super) fn new(body: Answer, clock: Arc<ConnClock>) -> Self {
         Tracked { body, clock }
     }
 }

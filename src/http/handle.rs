@@ -7,18 +7,17 @@ use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
-use axum::body::Body;
-use axum::extract::Request;
 use axum::http::request::Parts;
 use axum::http::{Extensions, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::response::IntoResponse;
 use axum::BoxError;
 use pin_project_lite::pin_project;
 use tower::ServiceExt;
 use tower_service::Service;
 use tracing::{debug, warn};
 
-use super::body::{drain, read_body, BodyError};
+use super::answer::{other, Response};
+use super::body::{drain, read_body, BodyError, ReqBody};
 use super::guard::{admit, AllowedOrigins};
 use super::headers::check_headers;
 use super::peer::{accept_answer, StreamPeer};
@@ -56,16 +55,16 @@ pub(super) struct EndpointState<S> {
 /// one boxed future of a request holds either, never both. Kept small, it
 /// is allocated from the allocator's per-thread cache (glibc: up to 1,032
 /// bytes) instead of its general path (~500 instructions more per request).
-pub(super) fn handle<S>(
+pub(super) fn handle<S, B: ReqBody>(
     state: Arc<EndpointState<S>>,
-    request: Request,
+    parts: Parts,
+    body: B,
 ) -> impl Future<Output = Result<Response, Infallible>> + Send
 where
     S: Service<JsonRpcRequest, Response = JsonRpcResponse> + Clone + Send + Sync + 'static,
     S::Future: Send + 'static,
     S::Error: Into<BoxError>,
 {
-    let (parts, body) = request.into_parts();
     let admitting = admit_request(Arc::clone(&state), parts, body);
     Steps::Admitting {
         admitting,
@@ -120,10 +119,10 @@ struct Admitted {
 /// client's answer to a server request). An `async` block, not an `async
 /// fn`, whose arguments would be kept twice in the future.
 #[allow(clippy::manual_async_fn)]
-fn admit_request<S>(
+fn admit_request<S, B: ReqBody>(
     state: Arc<EndpointState<S>>,
     parts: Parts,
-    body: Body,
+    body: B,
 ) -> impl Future<Output = Result<Admitted, Response>> + Send
 where
     S: Send + Sync + 'static,
@@ -223,7 +222,7 @@ where
         let Some(id) = request.id.clone() else {
             // Boxed: notifications are rare, and the call's future is large.
             return match Box::pin(state.service.clone().oneshot(request)).await {
-                Ok(_) => StatusCode::ACCEPTED.into_response(),
+                Ok(_) => other(StatusCode::ACCEPTED.into_response()),
                 Err(e) => {
                     let e: BoxError = e.into();
                     warn!(error = %e, "the MCP service failed on a notification");

@@ -7,6 +7,7 @@
 //! `response` writes a JSON answer, and `sse` streams the answer instead
 //! when the service talks back to the client through the `peer`.
 
+mod answer;
 mod body;
 mod deadline;
 mod guard;
@@ -429,16 +430,27 @@ impl<S> McpEndpoint<S> {
         McpService::new(self.into_state(), Some(path))
     }
 
-    /// Serve the endpoint on `listener` at `path`, with no router: the
-    /// same as [`serve`]`(listener, self.into_service(path))`, whose
-    /// deadlines for slow clients the returned [`Serve`] sets.
+    /// Serve the endpoint on `listener` at `path`, with no router: it
+    /// answers as [`serve`]`(listener, self.into_service(path))` does, whose
+    /// deadlines for slow clients the returned [`Serve`] sets, for less
+    /// work per request: each request goes from hyper straight to the
+    /// endpoint, its body read as hyper gives it and a JSON answer handed
+    /// back as it is written, without axum's boxed `Body` or a `oneshot`
+    /// in between.
     pub fn serve(self, listener: tokio::net::TcpListener, path: &str) -> Serve<McpService<S>>
     where
         S: Service<JsonRpcRequest, Response = JsonRpcResponse> + Clone + Send + Sync + 'static,
         S::Future: Send + 'static,
         S::Error: Into<BoxError>,
     {
-        serve(listener, self.into_service(path))
+        // Each request straight from hyper to the endpoint: its body not
+        // boxed, no `oneshot`, a JSON answer's body not boxed (the same
+        // answers as through `McpService`'s `Service` impl).
+        serve(listener, self.into_service(path)).with_connect(|stream, app, deadlines, stop| {
+            Box::pin(serve::connection(stream, deadlines, stop, move |request| {
+                app.serve_hyper(request)
+            }))
+        })
     }
 
     fn into_state(self) -> EndpointState<S> {

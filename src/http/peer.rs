@@ -4,11 +4,12 @@
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
+use axum::response::IntoResponse;
 use serde_json::Value;
 use tokio::sync::{mpsc, Notify};
 use tracing::debug;
 
+use super::answer::{other, Response};
 use super::response::respond_without_id;
 use crate::peer::ClientPeer;
 use crate::pending::{outgoing_message, stream_closed, ClientAnswer, PendingRequests};
@@ -160,7 +161,7 @@ impl ClientPeer for StreamPeer {
 /// no request waits for it.
 pub(super) fn accept_answer(pending: &PendingRequests, value: Value) -> Response {
     match pending.accept(value) {
-        Ok(()) => StatusCode::ACCEPTED.into_response(),
+        Ok(()) => other(StatusCode::ACCEPTED.into_response()),
         Err(error) => respond_without_id(StatusCode::BAD_REQUEST, error),
     }
 }

@@ -1,13 +1,12 @@
 //! The JSON answers the endpoint writes, and the HTTP status of each.
 
-use axum::body::Body;
 use axum::http::header::{CONNECTION, CONTENT_TYPE, WWW_AUTHENTICATE};
 use axum::http::{HeaderValue, StatusCode};
-use axum::response::Response;
 use axum::BoxError;
 use serde_json::json;
 use tracing::warn;
 
+use super::answer::{Answer, Response};
 use crate::jsonrpc::{code, IdentityRefusal, JsonRpcError, JsonRpcResponse, RequestId};
 
 /// The HTTP status and the response to send for the service's outcome,
@@ -55,8 +54,9 @@ fn status_of(response: &JsonRpcResponse, modern: bool) -> StatusCode {
 
 fn json_response(status: StatusCode, body: Vec<u8>) -> Response {
     // Built by hand: the same response as `(status, [header], body)
-    // .into_response()`, without the extra header map and body boxing.
-    let mut response = Response::new(Body::from(body));
+    // .into_response()`, without the extra header map, and its body not
+    // boxed (see `Answer`).
+    let mut response = Response::new(Answer::Whole(Some(body.into())));
     *response.status_mut() = status;
     response
         .headers_mut()

@@ -20,6 +20,7 @@ use tower::ServiceExt;
 use tower_service::Service;
 use tracing::{debug, warn};
 
+use super::answer::other;
 use super::deadline::{ConnClock, Deadlines, Tracked, Watched};
 use crate::store::BoxFuture;
 
@@ -80,8 +81,14 @@ pub fn serve<A>(listener: TcpListener, app: A) -> Serve<A> {
             idle: DEFAULT_IDLE_TIMEOUT,
         },
         shutdown: None,
+        connect: None,
     }
 }
+
+/// How a [`Serve`] serves one accepted connection, when not through the
+/// app's `Service` impl (see [`Serve::with_connect`]).
+pub(super) type Connect<A> =
+    fn(TcpStream, A, Deadlines, watch::Receiver<()>) -> BoxFuture<'static, ()>;
 
 /// A server made by [`serve`]; `.await` it to run it.
 #[must_use = "a server does nothing until awaited"]
@@ -90,6 +97,8 @@ pub struct Serve<A> {
     app: A,
     deadlines: Deadlines,
     shutdown: Option<BoxFuture<'static, ()>>,
+    /// `None`: each request through `A`'s `Service` impl.
+    connect: Option<Connect<A>>,
 }
 
 impl<A> fmt::Debug for Serve<A> {
@@ -130,6 +139,14 @@ impl<A> Serve<A> {
         self.shutdown = Some(Box::pin(signal));
         self
     }
+
+    /// Serve each connection with `connect` instead of through `A`'s
+    /// `Service` impl: an app that answers the same, for less work
+    /// (`McpEndpoint::serve`).
+    pub(super) fn with_connect(mut self, connect: Connect<A>) -> Self {
+        self.connect = Some(connect);
+        self
+    }
 }
 
 impl<A> IntoFuture for Serve<A>
@@ -156,6 +173,7 @@ where
             app,
             deadlines,
             shutdown,
+            connect,
         } = self;
         let mut shutdown = shutdown.unwrap_or_else(|| Box::pin(std::future::pending()));
         // Each connection holds a receiver; the sender tells them to stop,
@@ -172,7 +190,11 @@ where
                 },
                 () = &mut shutdown => break,
             };
-            tokio::spawn(connection(stream, app.clone(), deadlines, stopped.clone()));
+            let (app, stopped) = (app.clone(), stopped.clone());
+            match connect {
+                Some(connect) => tokio::spawn(connect(stream, app, deadlines, stopped)),
+                None => tokio::spawn(through_service(stream, app, deadlines, stopped)),
+            };
         }
         drop(listener);
         drop(stopped);
@@ -197,30 +219,46 @@ async fn accept_failed(e: io::Error) {
     tokio::time::sleep(Duration::from_millis(100)).await;
 }
 
-/// Serve one connection until it ends, or until told to stop (then it
-/// finishes the request under way).
-async fn connection<A>(
+/// Serve one connection through `app`'s `Service` impl.
+async fn through_service<A>(
     stream: TcpStream,
     app: A,
     deadlines: Deadlines,
-    mut stop: watch::Receiver<()>,
+    stop: watch::Receiver<()>,
 ) where
     A: Service<Request, Response = Response, Error = Infallible> + Clone + Send + 'static,
     A::Future: Send + 'static,
+{
+    let serve_one = move |request: hyper::Request<Incoming>| {
+        let call = app.clone().oneshot(request.map(Body::new));
+        async move {
+            match call.await {
+                Ok(response) => other(response),
+                Err(never) => match never {},
+            }
+        }
+    };
+    connection(stream, deadlines, stop, serve_one).await;
+}
+
+/// Serve one connection until it ends, or until told to stop (then it
+/// finishes the request under way), each request answered by `serve_one`.
+pub(super) async fn connection<F, R>(
+    stream: TcpStream,
+    deadlines: Deadlines,
+    mut stop: watch::Receiver<()>,
+    serve_one: F,
+) where
+    F: Fn(hyper::Request<Incoming>) -> R + Send + 'static,
+    R: Future<Output = super::answer::Response> + Send + 'static,
 {
     let clock = ConnClock::new();
     let io = TokioIo::new(Watched::new(stream, Arc::clone(&clock), deadlines));
     let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
         clock.head_done();
-        let call = app.clone().oneshot(request.map(Body::new));
+        let call = serve_one(request);
         let clock = Arc::clone(&clock);
-        async move {
-            let response = match call.await {
-                Ok(response) => response,
-                Err(never) => match never {},
-            };
-            Ok::<_, Infallible>(response.map(|body| Tracked::new(body, clock)))
-        }
+        async move { Ok::<_, Infallible>(call.await.map(|body| Tracked::new(body, clock))) }
     });
     let conn = hyper::server::conn::http1::Builder::new().serve_connection(io, service);
     let mut conn = std::pin::pin!(conn);

@@ -5,17 +5,20 @@
 
 use std::convert::Infallible;
 use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::{ready, Context, Poll};
 
-use axum::body::Body;
 use axum::extract::Request;
 use axum::http::header::ALLOW;
+use axum::http::request::Parts;
 use axum::http::{HeaderValue, Method, StatusCode};
-use axum::response::Response;
 use axum::BoxError;
+use pin_project_lite::pin_project;
 use tower_service::Service;
 
+use super::answer::{Answer, Response};
 use super::handle::{handle, EndpointState};
 use crate::jsonrpc::{JsonRpcRequest, JsonRpcResponse};
 use crate::store::BoxFuture;
@@ -70,36 +73,108 @@ where
     S::Future: Send + 'static,
     S::Error: Into<BoxError>,
 {
-    type Response = Response;
+    type Response = axum::response::Response;
     type Error = Infallible;
-    type Future = BoxFuture<'static, Result<Response, Infallible>>;
+    type Future = BoxFuture<'static, Result<axum::response::Response, Infallible>>;
 
     fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         Poll::Ready(Ok(()))
     }
 
     fn call(&mut self, request: Request) -> Self::Future {
+        let (parts, body) = request.into_parts();
+        if let Some(refused) = self.refusal(&parts) {
+            return Box::pin(std::future::ready(Ok(refused.map(Answer::into_body))));
+        }
+        let handled = handle(Arc::clone(&self.state), parts, body);
+        Box::pin(async move {
+            let Ok(response) = handled.await;
+            Ok(response.map(Answer::into_body))
+        })
+    }
+}
+
+impl<S> McpService<S>
+where
+    S: Service<JsonRpcRequest, Response = JsonRpcResponse> + Clone + Send + Sync + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<BoxError>,
+{
+    /// One request as hyper hands it over, its body read as it is (not
+    /// boxed into axum's `Body`), without `oneshot`: what
+    /// [`McpEndpoint::serve`](super::McpEndpoint::serve)'s connections
+    /// call. It answers exactly as [`Service::call`] does. The request's
+    /// future is boxed: held inline by hyper's dispatcher, its ~1 KB were
+    /// copied five times a request, which costs more than one allocation
+    /// from the allocator's per-thread cache.
+    pub(super) fn serve_hyper(
+        &self,
+        request: hyper::Request<hyper::body::Incoming>,
+    ) -> Served<impl Future<Output = Result<Response, Infallible>> + Send> {
+        let (parts, body) = request.into_parts();
+        match self.refusal(&parts) {
+            Some(response) => Served::Refused {
+                response: Some(response),
+            },
+            None => Served::Handled {
+                future: Box::pin(handle(Arc::clone(&self.state), parts, body)),
+            },
+        }
+    }
+}
+
+impl<S> McpService<S> {
+    /// The answer to a request for another path (404) or with another
+    /// method than `POST` (405), if it is one.
+    fn refusal(&self, parts: &Parts) -> Option<Response> {
         if self
             .path
             .as_deref()
-            .is_some_and(|path| request.uri().path() != path)
+            .is_some_and(|path| parts.uri.path() != path)
         {
-            return Box::pin(std::future::ready(Ok(empty(StatusCode::NOT_FOUND))));
+            return Some(empty(StatusCode::NOT_FOUND));
         }
-        if request.method() != Method::POST {
+        if parts.method != Method::POST {
             let mut response = empty(StatusCode::METHOD_NOT_ALLOWED);
             response
                 .headers_mut()
                 .insert(ALLOW, HeaderValue::from_static("POST"));
-            return Box::pin(std::future::ready(Ok(response)));
+            return Some(response);
         }
-        let state = Arc::clone(&self.state);
-        Box::pin(handle(state, request))
+        None
+    }
+}
+
+pin_project! {
+    /// The future of [`McpService::serve_hyper`]: a request refused by its
+    /// path or method, or handled.
+    #[project = ServedProj]
+    pub(super) enum Served<F> {
+        Refused { response: Option<Response> },
+        Handled { #[pin] future: F },
+    }
+}
+
+impl<F: Future<Output = Result<Response, Infallible>>> Future for Served<F> {
+    type Output = Response;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Response> {
+        match self.project() {
+            ServedProj::Refused { response } => Poll::Ready(
+                response
+                    .take()
+                    .unwrap_or_else(|| empty(StatusCode::NOT_FOUND)),
+            ),
+            ServedProj::Handled { future } => match ready!(future.poll(cx)) {
+                Ok(response) => Poll::Ready(response),
+                Err(never) => match never {},
+            },
+        }
     }
 }
 
 fn empty(status: StatusCode) -> Response {
-    let mut response = Response::new(Body::empty());
+    let mut response = Response::new(Answer::Whole(None));
     *response.status_mut() = status;
     response
 }

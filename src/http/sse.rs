@@ -10,13 +10,14 @@ use std::task::{Context, Poll};
 use axum::body::{Body, Bytes, HttpBody};
 use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE};
 use axum::http::{HeaderValue, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::response::IntoResponse;
 use axum::BoxError;
 use http_body::Frame;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 use tracing::warn;
 
+use super::answer::{other, Response};
 use super::peer::StreamPeer;
 use super::response::{outcome_response, respond, service_failed};
 use crate::jsonrpc::{JsonRpcResponse, RequestId};
@@ -117,15 +118,17 @@ impl Drop for EndsPeer {
 fn event_stream(
     stream: impl HttpBody<Data = Bytes, Error = Infallible> + Send + 'static,
 ) -> Response {
-    (
-        StatusCode::OK,
-        [
-            (CONTENT_TYPE, HeaderValue::from_static("text/event-stream")),
-            (CACHE_CONTROL, HeaderValue::from_static("no-cache")),
-        ],
-        Body::new(stream),
+    other(
+        (
+            StatusCode::OK,
+            [
+                (CONTENT_TYPE, HeaderValue::from_static("text/event-stream")),
+                (CACHE_CONTROL, HeaderValue::from_static("no-cache")),
+            ],
+            Body::new(stream),
+        )
+            .into_response(),
     )
-        .into_response()
 }
 
 /// The body of an SSE response: the queued messages, then whatever the peer

@@ -4,6 +4,49 @@
 use serde_json::Value;
 
 use super::timestamp::{rfc3339_digits, write_rfc3339, write_stamp};
+
+/// What comes before a task's creation stamp's digits.
+const CREATED: &[u8; 14] = b",\"createdAt\":\"";
+/// What comes between the two stamps' digits.
+const UPDATED: &[u8; 19] = b"\",\"lastUpdatedAt\":\"";
+/// Both stamps with their names: `,"createdAt":"…","lastUpdatedAt":"…"`.
+const STAMPS: usize = CREATED.len() + 24 + UPDATED.len() + 24 + 1;
+
+/// `,"createdAt":"…","lastUpdatedAt":"…"`: both stamps written into one
+/// buffer and checked as UTF-8 once (safe code checks every `&str` made
+/// of bytes; two short checks cost more than one long one).
+fn write_stamps(out: &mut String, created_ms: i64, updated_ms: i64) {
+    let created = rfc3339_digits(created_ms);
+    // A task unchanged since it was made: formatted once.
+    let updated = if updated_ms == created_ms {
+        created
+    } else {
+        rfc3339_digits(updated_ms)
+    };
+    if let (Some(c), Some(u)) = (&created, &updated) {
+        let mut buf = [b'"'; STAMPS];
+        let parts: [&[u8]; 4] = [CREATED, c, UPDATED, u];
+        let mut at = 0;
+        for part in parts {
+            if let Some(slot) = buf.get_mut(at..at + part.len()) {
+                slot.copy_from_slice(part);
+            }
+            at += part.len();
+        }
+        if let Ok(text) = std::str::from_utf8(&buf) {
+            out.push_str(text);
+            return;
+        }
+    }
+    out.push_str(",\"createdAt\":");
+    write_stamp(out, created_ms, created.as_ref());
+    out.push_str(",\"lastUpdatedAt\":");
+    if updated_ms == created_ms {
+        write_stamp(out, created_ms, created.as_ref());
+    } else {
+        write_rfc3339(out, updated_ms);
+    }
+}
 use crate::json::{write_json_str, write_u64};
 use crate::jsonrpc::JsonRpcError;
 use crate::protocol::TaskStatus;
@@ -46,16 +89,7 @@ pub(crate) fn detailed_json_of(r: &TaskView<'_>, result_type: Option<&str>) -> S
         out.push_str(",\"statusMessage\":");
         write_json_str(&mut out, msg);
     }
-    out.push_str(",\"createdAt\":");
-    let created = rfc3339_digits(r.created_at_ms);
-    write_stamp(&mut out, r.created_at_ms, created.as_ref());
-    out.push_str(",\"lastUpdatedAt\":");
-    if r.updated_at_ms == r.created_at_ms {
-        // A task unchanged since it was made: formatted once.
-        write_stamp(&mut out, r.created_at_ms, created.as_ref());
-    } else {
-        write_rfc3339(&mut out, r.updated_at_ms);
-    }
+    write_stamps(&mut out, r.created_at_ms, r.updated_at_ms);
     out.push_str(",\"ttlMs\":");
     match r.ttl_ms {
         Some(ttl) => write_u64(&mut out, ttl),
@@ -219,7 +253,10 @@ mod tests {
         far.updated_at_ms = far.created_at_ms;
         let mut farther = far.clone();
         farther.updated_at_ms += 1;
-        cases.extend([changed, far, farther]);
+        // One stamp written from its digits, the other by `time`.
+        let mut mixed = r.clone();
+        mixed.updated_at_ms = far.created_at_ms;
+        cases.extend([changed, far, farther, mixed]);
         for r in cases {
             let typed = serde_json::to_value(detailed(&r)).unwrap_or_default();
             assert_eq!(detailed_value(&r, None), typed, "{:?}", r.status);
