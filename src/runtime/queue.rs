@@ -34,10 +34,15 @@ impl Engine {
         }
     }
 
-    /// Wake this process's idle workers: a run was queued (here, or by
-    /// another replica as the change feed says), or may have been.
+    /// Wake one idle worker of this process: a run was queued (here, or by
+    /// another replica as the change feed says), or may have been. One
+    /// wake per run, not every worker for each: a worker whose round finds
+    /// more than it can take passes the wake on (`worker.rs`). With no
+    /// worker waiting the wake is kept (a permit) for the next one that
+    /// waits, so a wake that comes while every worker is busy, or between
+    /// two turns of a worker's loop, is not lost.
     pub(crate) fn wake_workers(&self) {
-        self.hub.queue.notify_waiters();
+        self.hub.queue.notify_one();
     }
 
     /// The recovery policy of `record`: the one stored with it by the layer
