@@ -198,7 +198,18 @@ impl Engine for Postgres {
         // scan instead, which reads and sorts every runnable row: 3–5 ms
         // a claim with 1,000 queued (auto_explain, issue 33), growing
         // with the backlog. One statement more in the same round trip.
-        begin_claim: "BEGIN; SET LOCAL enable_bitmapscan = off",
+        // The claim's `UPDATE … FROM unnest(…)` joins the claimed rows
+        // to the table: planned on a young table (the first claim of a
+        // connection prepares it, and its plan is kept) the join is a hash
+        // join over a sequential scan, whose cost grows with the table
+        // (2 ms at 12,000 rows; `EXPLAIN ANALYZE`, issue 33). A claim
+        // plans it as a nested loop over the primary key, once per
+        // connection (a custom plan per execution was made at 1,657 of
+        // 2,869 claims).
+        begin_claim: "BEGIN; SET LOCAL enable_bitmapscan = off; \
+                      SET LOCAL enable_seqscan = off; SET LOCAL enable_hashjoin = off; \
+                      SET LOCAL enable_mergejoin = off; \
+                      SET LOCAL plan_cache_mode = force_generic_plan",
         // An operator's page that a search (or a sort of many rows) makes
         // long is cancelled and read again as a walk of at most
         // WALK_BUDGET rows of the creation index (issue 30).
