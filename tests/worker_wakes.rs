@@ -54,16 +54,26 @@ impl TaskStore for Fed {
 
 /// A queued layer over a [`Fed`] store, and its claim-round counter.
 fn fed_layer() -> (TaskLayer, Arc<AtomicUsize>) {
+    let (layer, rounds, _) = fed_layer_on(MemoryStore::new());
+    (layer, rounds)
+}
+
+/// A queued layer over a [`Fed`] store around `inner`, its claim-round
+/// counter and its feed.
+fn fed_layer_on(
+    inner: MemoryStore,
+) -> (TaskLayer, Arc<AtomicUsize>, broadcast::Sender<TaskChange>) {
     let rounds = Arc::new(AtomicUsize::new(0));
+    let feed = broadcast::channel(16).0;
     let store = Fed {
-        inner: MemoryStore::new(),
-        feed: broadcast::channel(16).0,
+        inner,
+        feed: feed.clone(),
         rounds: Arc::clone(&rounds),
     };
     let layer = layer_on(store)
         .with_execution(Execution::Queued)
         .with_recovery(Recovery::Fail);
-    (layer, rounds)
+    (layer, rounds, feed)
 }
 
 /// A worker that never looks unwoken within a test (an hour's poll).
@@ -130,6 +140,53 @@ async fn one_queued_run_wakes_one_idle_worker() {
         rounds.load(Ordering::SeqCst),
         5,
         "one claim round for one queued run"
+    );
+    for (stop, done) in workers {
+        let _ = stop.send(());
+        assert_eq!(done.await.unwrap(), DrainReport::default());
+    }
+}
+
+/// A wake that reaches one worker, whose round finds more than it can
+/// take, reaches the other idle workers of the process too: two runs
+/// queued by another replica (announced by one `Missed`) run at once on
+/// two workers of one slot each, not one after the other.
+#[tokio::test(start_paused = true)]
+async fn a_round_that_finds_more_than_it_takes_wakes_the_other_idle_workers() {
+    let shared = MemoryStore::new();
+    let (workers_layer, rounds, feed) = fed_layer_on(shared.clone());
+    let workers: Vec<_> = (0..2).map(|_| start_worker(&workers_layer, 1)).collect();
+    // Each worker's first round, at its start, finds nothing.
+    common::eventually(
+        || rounds.load(Ordering::SeqCst) == 2,
+        "every worker looked once",
+    )
+    .await;
+    // Another replica's front: its wakes reach its own workers (none).
+    let front = Client::new(
+        layer_on(shared)
+            .with_execution(Execution::Queued)
+            .with_recovery(Recovery::Fail),
+    );
+    let ten_minutes = 600_000;
+    let a = front.start("slow", json!({ "ms": ten_minutes })).await;
+    let b = front.start("slow", json!({ "ms": ten_minutes })).await;
+    let start = tokio::time::Instant::now();
+    feed.send(TaskChange::Missed).unwrap();
+    // The front hears of the workers' writes only by reading (no feed):
+    // bounded polling, a second of paused time apart.
+    for id in [&a, &b] {
+        let mut polls = 0;
+        while front.get_ok(id).await["status"] != TaskStatus::Completed.as_str() {
+            polls += 1;
+            assert!(polls < 7200, "task {id} never completed");
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
+    assert!(
+        start.elapsed() < Duration::from_secs(15 * 60),
+        "the two runs ran one after the other: {:?}",
+        start.elapsed()
     );
     for (stop, done) in workers {
         let _ = stop.send(());

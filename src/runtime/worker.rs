@@ -213,9 +213,9 @@ where
                     capped = passed;
                     if more {
                         look = true;
-                        // More than this worker took: another idle worker
-                        // of this process may take the rest.
-                        engine.wake_workers();
+                        // More than this worker took: the idle workers of
+                        // this process may take the rest.
+                        engine.wake_idle_workers();
                     }
                     for next in won {
                         self.start_run(next, &mut runs, &mut claimed);
