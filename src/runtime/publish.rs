@@ -80,6 +80,30 @@ impl Engine {
         }
     }
 
+    /// After a gap in the change feed (its subscription was made or made
+    /// again, or this process fell behind it), re-read the tasks whose
+    /// handlers may run here: a cancel announced in the gap stops them now
+    /// instead of at the next heartbeat. The feed starts with the first
+    /// request, so a cancel written elsewhere right after a task started
+    /// here could be published before this process subscribed.
+    pub(super) async fn recheck_after_missed(&self) {
+        for id in self.registry.working() {
+            match self.store.get(&id, self.now_ms()).await {
+                Ok(Some(record)) if record.status == TaskStatus::Cancelled => {
+                    self.registry.cancel_remotely_cancelled(&id);
+                    self.registry.forget_ended(&id);
+                }
+                Ok(Some(record)) if record.status.is_terminal() => {
+                    self.registry.forget_ended(&id);
+                }
+                // Working or waiting: unchanged for its handler. Gone:
+                // expired, which the reaper sweeps. A failed read: the
+                // heartbeat reads it again.
+                _ => {}
+            }
+        }
+    }
+
     /// A 2025-11-25 task created here whose status another process wrote
     /// (a worker ran it): its creator hears of it as of a run here. `None`
     /// for every other change. The read and the notification are in the
@@ -127,6 +151,11 @@ pub(crate) async fn change_loop(weak: Weak<Engine>, mut feed: broadcast::Receive
         if let Some(relay) = engine.relay_status(&change) {
             relay.await;
         }
+        let missed = change == TaskChange::Missed;
         engine.on_change(change);
+        if missed {
+            // Reads of the store, off the feed's loop.
+            tokio::spawn(async move { engine.recheck_after_missed().await });
+        }
     }
 }

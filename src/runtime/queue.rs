@@ -34,9 +34,22 @@ impl Engine {
         }
     }
 
-    /// Wake this process's idle workers: a run was queued (here, or by
-    /// another replica as the change feed says), or may have been.
+    /// Wake one idle worker of this process: a run was queued (here, or by
+    /// another replica as the change feed says), or may have been. One
+    /// wake per run, not every worker for each: a worker whose round finds
+    /// more than it can take passes the work on (`wake_idle_workers`). With no
+    /// worker waiting the wake is kept (a permit) for the next one that
+    /// waits, so a wake that comes while every worker is busy, or between
+    /// two turns of a worker's loop, is not lost.
     pub(crate) fn wake_workers(&self) {
+        self.hub.queue.notify_one();
+    }
+
+    /// Wake the workers of this process waiting now, keeping no permit: a
+    /// worker whose round found more than it could take passes the work
+    /// on to the idle ones. (A permit would come back to that worker,
+    /// which looks again anyway, and cost it a round more.)
+    pub(crate) fn wake_idle_workers(&self) {
         self.hub.queue.notify_waiters();
     }
 

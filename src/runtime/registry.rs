@@ -284,6 +284,19 @@ impl Registry {
             .collect()
     }
 
+    /// The ids of the tasks this replica last saw `working` whose token
+    /// is not cancelled: the handlers that may run here.
+    pub(crate) fn working(&self) -> Vec<String> {
+        if self.len.load(Ordering::Acquire) == 0 {
+            return Vec::new();
+        }
+        self.tasks()
+            .iter()
+            .filter(|(_, l)| l.status == TaskStatus::Working && !l.token.is_cancelled())
+            .map(|(id, _)| id.clone())
+            .collect()
+    }
+
     pub(crate) fn get(&self, id: &str) -> Option<LocalTask> {
         self.tasks().get(id).cloned()
     }

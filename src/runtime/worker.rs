@@ -87,6 +87,9 @@ const CLAIM_SLACK: usize = 16;
 struct Round {
     won: Vec<Arc<TaskRecord>>,
     more: bool,
+    /// Runs passed by because their owner was at its cap here: one of
+    /// this worker's runs that ends may free their turn.
+    capped: bool,
 }
 
 /// Which runnable records a claim round takes, oldest first: those this
@@ -98,6 +101,8 @@ struct Picker {
     running: Vec<(String, Option<String>)>,
     /// Owner of each record taken so far.
     picked: Vec<Option<String>>,
+    /// Whether a claimable record was passed by for its owner's cap.
+    capped: bool,
 }
 
 impl Picker {
@@ -114,6 +119,7 @@ impl Picker {
             let running = self.running.iter().filter(|(_, o)| *o == record.owner);
             let picked = self.picked.iter().filter(|o| **o == record.owner);
             if running.count() + picked.count() >= cap {
+                self.capped = true;
                 return false;
             }
         }
@@ -180,13 +186,20 @@ where
         // it is out are claimed for together by the next one.
         let mut round: Option<JoinHandle<Round>> = None;
         let mut look = true;
+        // The last round passed runs by for their owners' caps.
+        let mut capped = false;
         loop {
+            let free = self.concurrency.saturating_sub(claimed.len());
             // Listening before the round reads the store: a run queued
-            // meanwhile still wakes this loop.
+            // meanwhile still wakes this loop. Only a worker with room
+            // listens: a wake is one worker's (`wake_workers`), and one
+            // that reaches no worker is kept for the first that waits.
             let wake = engine.hub.queue.notified();
             let mut wake = std::pin::pin!(wake);
-            wake.as_mut().enable();
-            let free = self.concurrency.saturating_sub(claimed.len());
+            let listening = free > 0;
+            if listening {
+                wake.as_mut().enable();
+            }
             if look && round.is_none() && free > 0 {
                 round = Some(tokio::spawn(self.claim_round(free, &claimed)));
                 look = false;
@@ -196,17 +209,27 @@ where
                 () = &mut shutdown => break,
                 won = async { round.as_mut().expect("a round").await }, if round.is_some() => {
                     round = None;
-                    let Round { won, more } = won.unwrap_or_default();
-                    look |= more;
+                    let Round { won, more, capped: passed } = won.unwrap_or_default();
+                    capped = passed;
+                    if more {
+                        look = true;
+                        // More than this worker took: the idle workers of
+                        // this process may take the rest.
+                        engine.wake_idle_workers();
+                    }
                     for next in won {
                         self.start_run(next, &mut runs, &mut claimed);
                     }
                 }
                 Some(done) = runs.join_next_with_id(), if !runs.is_empty() => {
                     claimed.remove(&done.map_or_else(|e| e.id(), |(id, ())| id));
-                    look = true;
+                    // With a feed every queued run wakes a worker, so a run
+                    // that ends looks only for the runs a cap passed by;
+                    // without one, it looks at once rather than a poll
+                    // later.
+                    look |= capped || !self.has_feed();
                 }
-                () = &mut wake => look = true,
+                () = &mut wake, if listening => look = true,
                 () = tokio::time::sleep(self.idle_poll()) => look = true,
             }
         }
@@ -243,16 +266,20 @@ where
     /// queued run) a heartbeat period, which only orphans need (a lease
     /// that runs out announces nothing).
     fn idle_poll(&self) -> Duration {
-        if self
-            .engine
-            .hub
-            .has_feed
-            .load(std::sync::atomic::Ordering::Acquire)
-        {
+        if self.has_feed() {
             self.poll_interval.max(self.engine.cfg.heartbeat_period())
         } else {
             self.poll_interval
         }
+    }
+
+    /// Whether the store's change feed wakes this worker for runs queued
+    /// by other processes.
+    fn has_feed(&self) -> bool {
+        self.engine
+            .hub
+            .has_feed
+            .load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// A claim round: up to `free` runnable tasks, oldest first, within the
@@ -273,6 +300,7 @@ where
                 .map(|c| (c.task_id.clone(), c.owner.clone()))
                 .collect(),
             picked: Vec::with_capacity(free),
+            capped: false,
         };
         // Records past the free capacity are read only to pass by those of
         // capped owners: a store claiming atomically holds what it reads.
@@ -284,7 +312,8 @@ where
             match engine.store.claim_runnable(now_ms, limit, &mut pick).await {
                 Ok(won) => {
                     let more = won.len() >= free;
-                    return Round { won, more };
+                    let capped = picker.capped;
+                    return Round { won, more, capped };
                 }
                 Err(store::Error::Unsupported(_)) => {}
                 Err(e) => {
@@ -317,7 +346,8 @@ where
             // Every worker tries the oldest runs: one that lost some to
             // others looks again at once for the ones after them.
             let more = won.len() >= free || won.len() < tried;
-            Round { won, more }
+            let capped = picker.capped;
+            Round { won, more, capped }
         }
     }
 

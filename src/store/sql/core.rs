@@ -229,22 +229,50 @@ where
             .fetch_all(&mut *tx)
             .await
             .map_err(backend)?;
-        let mut won = Vec::new();
+        let mut picked = Vec::new();
         for record in records(&rows)? {
             let Some(next) = pick(&record) else { continue };
-            let expected = to_i64(record.version, "expected version")?;
-            let next = Arc::new(next);
-            let c = Columns::of(TaskRecord::clone(&next))?;
-            let done = bind_row(sqlx::query(sql(&self.sql.replace)), &c)
-                .bind(expected)
-                .execute(&mut *tx)
-                .await
-                .map_err(backend)?;
-            // Held since the read, the row still has the version read.
-            if DB::rows_affected(&done) > 0 {
-                won.push(next);
-            }
+            picked.push((Arc::new(next), to_i64(record.version, "expected version")?));
         }
+        let won = match &self.sql.claim_update {
+            Some(update) if !picked.is_empty() => {
+                let rows = picked
+                    .iter()
+                    .map(|(next, _)| Columns::of(TaskRecord::clone(next)))
+                    .collect::<Result<Vec<_>>>()?;
+                let expected: Vec<i64> = picked.iter().map(|(_, v)| *v).collect();
+                let written = DB::bind_claims(sqlx::query(sql(update)), &rows, &expected)
+                    .fetch_all(&mut *tx)
+                    .await
+                    .map_err(backend)?;
+                let written = written
+                    .iter()
+                    .map(|row| row.try_get::<String, _>(0).map_err(backend))
+                    .collect::<Result<std::collections::HashSet<_>>>()?;
+                // Held since the read, every row still has the version read.
+                picked
+                    .into_iter()
+                    .filter(|(next, _)| written.contains(&next.id))
+                    .map(|(next, _)| next)
+                    .collect::<Vec<_>>()
+            }
+            _ => {
+                let mut won = Vec::new();
+                for (next, expected) in picked {
+                    let c = Columns::of(TaskRecord::clone(&next))?;
+                    let done = bind_row(sqlx::query(sql(&self.sql.replace)), &c)
+                        .bind(expected)
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(backend)?;
+                    // Held since the read, the row still has the version read.
+                    if DB::rows_affected(&done) > 0 {
+                        won.push(next);
+                    }
+                }
+                won
+            }
+        };
         if won.is_empty() {
             tx.rollback().await.map_err(backend)?;
         } else {

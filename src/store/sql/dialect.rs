@@ -37,6 +37,11 @@ pub(crate) struct Dialect {
     /// Appended to the query of runnable rows a claim reads: holds them
     /// for the claim's transaction, passing by rows another claim holds.
     pub(crate) claim_lock: &'static str,
+    /// The claims of one round written in one statement, where the engine
+    /// binds arrays: `{t}` is the quoted table name; the parameters are
+    /// [`Engine::bind_claims`]'s, and the statement returns the ids of the
+    /// rows it wrote. `None`: one compare-and-set per claimed row.
+    pub(crate) claim_update: Option<&'static str>,
     /// The expression that reads the lease holder of a row.
     pub(crate) lease_holder: &'static str,
     /// The condition of a search in the arguments stored in clear: `{p}`
@@ -62,6 +67,18 @@ pub(crate) struct Dialect {
 pub(crate) trait Engine: Database {
     const DIALECT: Dialect;
     fn rows_affected(result: &Self::QueryResult) -> u64;
+
+    /// Bind the claimed rows `rows` and the versions they were read at
+    /// (`expected`, one for each) to `DIALECT.claim_update`. Called only
+    /// where that is `Some`.
+    fn bind_claims<'q>(
+        query: sqlx::query::Query<'q, Self, Self::Arguments>,
+        rows: &'q [super::row::Columns],
+        expected: &'q [i64],
+    ) -> sqlx::query::Query<'q, Self, Self::Arguments> {
+        let _ = (rows, expected);
+        query
+    }
 
     /// Interrupt the statements `conn` runs from now on once `limit` has
     /// passed, failing them with `DIALECT.timed_out`, while `armed` holds

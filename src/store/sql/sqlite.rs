@@ -138,6 +138,9 @@ impl Engine for Sqlite {
         // A claim's `BEGIN IMMEDIATE` holds the file's write lock: no other
         // claim reads until it commits.
         claim_lock: "",
+        // The claimed rows are few and the file is local: one `UPDATE`
+        // each, in the claim's transaction.
+        claim_update: None,
         lease_holder: "json_extract(record, '$.lease.holder')",
         search: "id IN (SELECT id FROM \"{n}_search\" WHERE seq IN \
                  (SELECT rowid FROM \"{n}_search_fts\" WHERE arguments GLOB {p}))",

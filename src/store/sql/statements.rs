@@ -15,6 +15,8 @@ pub(super) struct Statements {
     pub(super) orphans: Arc<str>,
     /// `orphans`, holding the rows for a claim.
     pub(super) claimable: Arc<str>,
+    /// The claims of a round in one statement (`Dialect::claim_update`).
+    pub(super) claim_update: Option<Arc<str>>,
     /// By owner (`Some`/`None`) and whether a position is given; always of
     /// one era.
     pub(super) list: [[Arc<str>; 2]; 2],
@@ -85,6 +87,7 @@ impl Statements {
             reap: d.reap.replace("{t}", &t).into(),
             orphans: orphans.as_str().into(),
             claimable: format!("{orphans}{}", d.claim_lock).into(),
+            claim_update: d.claim_update.map(|u| u.replace("{t}", &t).into()),
             list: [
                 [list(false, false), list(false, true)],
                 [list(true, false), list(true, true)],

@@ -1,0 +1,195 @@
+//! How workers wake for queued runs when the store has a change feed
+//! (issue 33): one idle worker per queued run, not every worker of the
+//! process, and no wake lost while every worker is busy (a run that ends
+//! does not look for work when a feed is up, so a lost wake would leave a
+//! queued run until the idle poll, an hour here). In one process, on a
+//! `MemoryStore` that reports a (silent) change feed, under paused tokio
+//! time.
+
+mod common;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{layer_on, server, Client, Seen};
+use mcp_task_layer::store::{BoxFuture, Result, TaskChange, TaskRecord, TaskStore};
+use mcp_task_layer::{DrainReport, Execution, MemoryStore, Recovery, TaskLayer, TaskStatus};
+use serde_json::json;
+use tokio::sync::{broadcast, oneshot};
+use tokio::task::JoinHandle;
+
+/// A `MemoryStore` with a change feed (on which nothing is sent: the runs
+/// are queued in this process, which wakes its workers itself), counting
+/// claim rounds (without `claim_runnable`, a round is one `runnable` read
+/// and a compare-and-set per run it takes).
+#[derive(Debug)]
+struct Fed {
+    inner: MemoryStore,
+    feed: broadcast::Sender<TaskChange>,
+    rounds: Arc<AtomicUsize>,
+}
+
+impl TaskStore for Fed {
+    fn create(&self, record: TaskRecord) -> BoxFuture<'_, Result<()>> {
+        self.inner.create(record)
+    }
+    fn get<'a>(&'a self, id: &'a str, now: i64) -> BoxFuture<'a, Result<Option<Arc<TaskRecord>>>> {
+        self.inner.get(id, now)
+    }
+    fn replace(&self, record: TaskRecord, v: u64) -> BoxFuture<'_, Result<()>> {
+        self.inner.replace(record, v)
+    }
+    fn delete_expired(&self, now: i64, limit: usize) -> BoxFuture<'_, Result<Vec<String>>> {
+        self.inner.delete_expired(now, limit)
+    }
+    fn runnable(&self, now: i64, limit: usize) -> BoxFuture<'_, Result<Vec<Arc<TaskRecord>>>> {
+        self.rounds.fetch_add(1, Ordering::SeqCst);
+        self.inner.runnable(now, limit)
+    }
+    fn changes(&self) -> Option<broadcast::Receiver<TaskChange>> {
+        Some(self.feed.subscribe())
+    }
+}
+
+/// A queued layer over a [`Fed`] store, and its claim-round counter.
+fn fed_layer() -> (TaskLayer, Arc<AtomicUsize>) {
+    let (layer, rounds, _) = fed_layer_on(MemoryStore::new());
+    (layer, rounds)
+}
+
+/// A queued layer over a [`Fed`] store around `inner`, its claim-round
+/// counter and its feed.
+fn fed_layer_on(
+    inner: MemoryStore,
+) -> (TaskLayer, Arc<AtomicUsize>, broadcast::Sender<TaskChange>) {
+    let rounds = Arc::new(AtomicUsize::new(0));
+    let feed = broadcast::channel(16).0;
+    let store = Fed {
+        inner,
+        feed: feed.clone(),
+        rounds: Arc::clone(&rounds),
+    };
+    let layer = layer_on(store)
+        .with_execution(Execution::Queued)
+        .with_recovery(Recovery::Fail);
+    (layer, rounds, feed)
+}
+
+/// A worker that never looks unwoken within a test (an hour's poll).
+fn start_worker(
+    layer: &TaskLayer,
+    concurrency: usize,
+) -> (oneshot::Sender<()>, JoinHandle<DrainReport>) {
+    let worker = layer
+        .worker(server(Arc::new(Seen::default())))
+        .with_concurrency(concurrency)
+        .with_poll_interval(Duration::from_secs(3600));
+    let (stop, stopped) = oneshot::channel();
+    let done = tokio::spawn(worker.run(
+        async {
+            let _ = stopped.await;
+        },
+        Duration::from_secs(1),
+    ));
+    (stop, done)
+}
+
+/// Runs queued while the only worker's one slot is taken are each claimed
+/// as soon as the slot frees, not at the next idle poll: the wakes sent
+/// while it was busy are kept for it.
+#[tokio::test(start_paused = true)]
+async fn runs_queued_while_every_worker_is_busy_are_claimed_as_slots_free() {
+    let (layer, _) = fed_layer();
+    let mut front = Client::new(layer.clone());
+    let (stop, done) = start_worker(&layer, 1);
+    let start = tokio::time::Instant::now();
+    let mut ids = Vec::new();
+    for _ in 0..6 {
+        ids.push(front.start("slow", json!({ "ms": 500 })).await);
+    }
+    for id in &ids {
+        front.wait_for(id, TaskStatus::Completed).await;
+    }
+    // Six runs of 500 ms, one at a time: an idle poll would be an hour.
+    assert!(
+        start.elapsed() < Duration::from_secs(60),
+        "the queued runs waited for the idle poll: {:?}",
+        start.elapsed()
+    );
+    let _ = stop.send(());
+    assert_eq!(done.await.unwrap(), DrainReport::default());
+}
+
+/// One queued run wakes one of four idle workers of the process for a
+/// claim round, not all four.
+#[tokio::test(start_paused = true)]
+async fn one_queued_run_wakes_one_idle_worker() {
+    let (layer, rounds) = fed_layer();
+    let mut front = Client::new(layer.clone());
+    let workers: Vec<_> = (0..4).map(|_| start_worker(&layer, 4)).collect();
+    // Each worker's first round, at its start, finds nothing.
+    common::eventually(
+        || rounds.load(Ordering::SeqCst) == 4,
+        "every worker looked once",
+    )
+    .await;
+    let id = front.start("slow", json!({ "ms": 500 })).await;
+    front.wait_for(&id, TaskStatus::Completed).await;
+    assert_eq!(
+        rounds.load(Ordering::SeqCst),
+        5,
+        "one claim round for one queued run"
+    );
+    for (stop, done) in workers {
+        let _ = stop.send(());
+        assert_eq!(done.await.unwrap(), DrainReport::default());
+    }
+}
+
+/// A wake that reaches one worker, whose round finds more than it can
+/// take, reaches the other idle workers of the process too: two runs
+/// queued by another replica (announced by one `Missed`) run at once on
+/// two workers of one slot each, not one after the other.
+#[tokio::test(start_paused = true)]
+async fn a_round_that_finds_more_than_it_takes_wakes_the_other_idle_workers() {
+    let shared = MemoryStore::new();
+    let (workers_layer, rounds, feed) = fed_layer_on(shared.clone());
+    let workers: Vec<_> = (0..2).map(|_| start_worker(&workers_layer, 1)).collect();
+    // Each worker's first round, at its start, finds nothing.
+    common::eventually(
+        || rounds.load(Ordering::SeqCst) == 2,
+        "every worker looked once",
+    )
+    .await;
+    // Another replica's front: its wakes reach its own workers (none).
+    let front = Client::new(
+        layer_on(shared)
+            .with_execution(Execution::Queued)
+            .with_recovery(Recovery::Fail),
+    );
+    let ten_minutes = 600_000;
+    let a = front.start("slow", json!({ "ms": ten_minutes })).await;
+    let b = front.start("slow", json!({ "ms": ten_minutes })).await;
+    let start = tokio::time::Instant::now();
+    feed.send(TaskChange::Missed).unwrap();
+    // The front hears of the workers' writes only by reading (no feed):
+    // bounded polling, a second of paused time apart.
+    for id in [&a, &b] {
+        let mut polls = 0;
+        while front.get_ok(id).await["status"] != TaskStatus::Completed.as_str() {
+            polls += 1;
+            assert!(polls < 7200, "task {id} never completed");
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
+    assert!(
+        start.elapsed() < Duration::from_secs(15 * 60),
+        "the two runs ran one after the other: {:?}",
+        start.elapsed()
+    );
+    for (stop, done) in workers {
+        let _ = stop.send(());
+        assert_eq!(done.await.unwrap(), DrainReport::default());
+    }
+}
