@@ -99,6 +99,12 @@ const SERVER_NAME: &str = "mcp-task-layer-demo";
 /// `initialize` for 2025-11-25 clients (whose tasks `TaskLayer` serves too).
 const SUPPORTED_VERSIONS: [&str; 2] = ["2026-07-28", "2025-11-25"];
 
+/// mimalloc, as `mcp-tasks` uses: glibc's malloc and free cost about 2.4k
+/// of an HTTP `tasks/get`'s 27.2k instructions (BENCHMARKS.md, issue 32's
+/// sixth pass). The library leaves the allocator to the binary.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main]
 async fn main() {
     support::run("server", tower::service_fn(mcp_server)).await;

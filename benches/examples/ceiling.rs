@@ -32,6 +32,10 @@ fn arg(name: &str, default: usize) -> usize {
         .map_or(default, |v| v.parse().expect("a number"))
 }
 
+/// The same allocator as the example server it is compared with.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main(flavor = "multi_thread")]
 async fn main() {
     let port = u16::try_from(arg("--port", 38118)).expect("a port");
