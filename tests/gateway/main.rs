@@ -17,3 +17,4 @@ mod http;
 mod listen;
 mod progress;
 mod python;
+mod stdio;
