@@ -9,39 +9,13 @@
 mod common;
 
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 use std::time::Duration;
 
+use common::fed::FedStore;
 use common::{layer_on, ok, Client};
-use mcp_task_layer::store::{BoxFuture, Result, TaskChange, TaskRecord, TaskStore};
+use mcp_task_layer::store::TaskChange;
 use mcp_task_layer::MemoryStore;
 use serde_json::json;
-use tokio::sync::broadcast;
-
-/// A `MemoryStore` whose change feed the test writes.
-#[derive(Debug)]
-struct Gappy {
-    inner: MemoryStore,
-    feed: broadcast::Sender<TaskChange>,
-}
-
-impl TaskStore for Gappy {
-    fn create(&self, record: TaskRecord) -> BoxFuture<'_, Result<()>> {
-        self.inner.create(record)
-    }
-    fn get<'a>(&'a self, id: &'a str, now: i64) -> BoxFuture<'a, Result<Option<Arc<TaskRecord>>>> {
-        self.inner.get(id, now)
-    }
-    fn replace(&self, record: TaskRecord, v: u64) -> BoxFuture<'_, Result<()>> {
-        self.inner.replace(record, v)
-    }
-    fn delete_expired(&self, now: i64, limit: usize) -> BoxFuture<'_, Result<Vec<String>>> {
-        self.inner.delete_expired(now, limit)
-    }
-    fn changes(&self) -> Option<broadcast::Receiver<TaskChange>> {
-        Some(self.feed.subscribe())
-    }
-}
 
 /// A cancel written on replica B while A's feed was not delivering stops
 /// A's handler as soon as A's feed reports the gap, not at A's heartbeat
@@ -49,11 +23,7 @@ impl TaskStore for Gappy {
 #[tokio::test(start_paused = true)]
 async fn a_cancel_in_a_feed_gap_stops_the_handler_when_the_gap_is_reported() {
     let shared = MemoryStore::new();
-    let (feed, _) = broadcast::channel(16);
-    let store = Gappy {
-        inner: shared.clone(),
-        feed: feed.clone(),
-    };
+    let (store, feed, _) = FedStore::new(shared.clone());
     let hour = Duration::from_secs(3600);
     let a = Client::new(layer_on(store).with_lease_ttl(hour));
     let b = Client::new(layer_on(shared).with_lease_ttl(hour));

@@ -12,64 +12,26 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::fed::FedStore;
 use common::{layer_on, server, Client, Seen};
-use mcp_task_layer::store::{BoxFuture, Result, TaskChange, TaskRecord, TaskStore};
+use mcp_task_layer::store::TaskChange;
 use mcp_task_layer::{DrainReport, Execution, MemoryStore, Recovery, TaskLayer, TaskStatus};
 use serde_json::json;
 use tokio::sync::{broadcast, oneshot};
 use tokio::task::JoinHandle;
 
-/// A `MemoryStore` with a change feed (on which nothing is sent: the runs
-/// are queued in this process, which wakes its workers itself), counting
-/// claim rounds (without `claim_runnable`, a round is one `runnable` read
-/// and a compare-and-set per run it takes).
-#[derive(Debug)]
-struct Fed {
-    inner: MemoryStore,
-    feed: broadcast::Sender<TaskChange>,
-    rounds: Arc<AtomicUsize>,
-}
-
-impl TaskStore for Fed {
-    fn create(&self, record: TaskRecord) -> BoxFuture<'_, Result<()>> {
-        self.inner.create(record)
-    }
-    fn get<'a>(&'a self, id: &'a str, now: i64) -> BoxFuture<'a, Result<Option<Arc<TaskRecord>>>> {
-        self.inner.get(id, now)
-    }
-    fn replace(&self, record: TaskRecord, v: u64) -> BoxFuture<'_, Result<()>> {
-        self.inner.replace(record, v)
-    }
-    fn delete_expired(&self, now: i64, limit: usize) -> BoxFuture<'_, Result<Vec<String>>> {
-        self.inner.delete_expired(now, limit)
-    }
-    fn runnable(&self, now: i64, limit: usize) -> BoxFuture<'_, Result<Vec<Arc<TaskRecord>>>> {
-        self.rounds.fetch_add(1, Ordering::SeqCst);
-        self.inner.runnable(now, limit)
-    }
-    fn changes(&self) -> Option<broadcast::Receiver<TaskChange>> {
-        Some(self.feed.subscribe())
-    }
-}
-
-/// A queued layer over a [`Fed`] store, and its claim-round counter.
+/// A queued layer over a [`FedStore`] store, and its claim-round counter.
 fn fed_layer() -> (TaskLayer, Arc<AtomicUsize>) {
     let (layer, rounds, _) = fed_layer_on(MemoryStore::new());
     (layer, rounds)
 }
 
-/// A queued layer over a [`Fed`] store around `inner`, its claim-round
+/// A queued layer over a [`FedStore`] store around `inner`, its claim-round
 /// counter and its feed.
 fn fed_layer_on(
     inner: MemoryStore,
 ) -> (TaskLayer, Arc<AtomicUsize>, broadcast::Sender<TaskChange>) {
-    let rounds = Arc::new(AtomicUsize::new(0));
-    let feed = broadcast::channel(16).0;
-    let store = Fed {
-        inner,
-        feed: feed.clone(),
-        rounds: Arc::clone(&rounds),
-    };
+    let (store, feed, rounds) = FedStore::new(inner);
     let layer = layer_on(store)
         .with_execution(Execution::Queued)
         .with_recovery(Recovery::Fail);

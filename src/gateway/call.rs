@@ -147,9 +147,7 @@ impl UpstreamCall {
                         let answer = tokio::select! {
                             biased;
                             out = &mut self.answer => {
-                                self.link.respond(id, Err(JsonRpcError::internal(
-                                    "the call this was asked for has ended",
-                                )));
+                                self.refuse_ended(id);
                                 self.finish();
                                 return Step::Done(out);
                             }
@@ -264,14 +262,19 @@ impl UpstreamCall {
     fn refuse_leftovers(&mut self) {
         while let Ok(event) = self.events.try_recv() {
             if let CallEvent::Ask { id, .. } = event {
-                self.link.respond(
-                    id,
-                    Err(JsonRpcError::internal(
-                        "the call this was asked for has ended",
-                    )),
-                );
+                self.refuse_ended(id);
             }
         }
+    }
+
+    /// Answer the upstream's question `id`: its call has ended.
+    fn refuse_ended(&self, id: Value) {
+        self.link.respond(
+            id,
+            Err(JsonRpcError::internal(
+                "the call this was asked for has ended",
+            )),
+        );
     }
 }
 

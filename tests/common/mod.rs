@@ -3,6 +3,7 @@
 
 pub mod faults;
 pub mod features;
+pub mod fed;
 pub mod peer;
 #[cfg(feature = "postgres")]
 pub mod pg;

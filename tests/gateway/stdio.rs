@@ -30,47 +30,61 @@ fn serve(
     (client, BufReader::new(client_out).lines(), served)
 }
 
+/// Write `message` as one line.
+async fn send(client: &mut DuplexStream, message: serde_json::Value) {
+    client
+        .write_all(format!("{message}\n").as_bytes())
+        .await
+        .unwrap();
+}
+
+/// The next line the client reads, within 20 s (`waiting` says for what).
+async fn next(lines: &mut Lines<BufReader<DuplexStream>>, waiting: &str) -> serde_json::Value {
+    let line = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
+        .await
+        .expect(waiting)
+        .unwrap()
+        .unwrap();
+    serde_json::from_str(&line).unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn over_the_stdio_transport_a_clients_cancel_of_a_synchronous_call_reaches_the_upstream() {
     let (_dir, file) = events_file();
     let Some(up) = python(&file) else { return };
     let gw = Gateway::start(up, &[("slow_compute", TaskPolicy::Sync)]).await;
     let (mut client, mut lines, served) = serve(&gw);
-    client
-        .write_all(
-            b"{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\",\"params\":\
-              {\"name\":\"slow_compute\",\"arguments\":{\"seconds\":60,\"label\":\"piped\"}}}\n",
-        )
-        .await
-        .unwrap();
+    send(
+        &mut client,
+        json!({ "jsonrpc": "2.0", "id": 7, "method": "tools/call", "params":
+            { "name": "slow_compute", "arguments": { "seconds": 60, "label": "piped" } } }),
+    )
+    .await;
     event(&file, "started slow_compute").await;
     // The transport drops the call's future on the cancel; the gateway
     // keeps no watch of its own for it.
     assert_eq!(gw.proxy.cancellable_requests(), 0);
     assert_eq!(gw.proxy.calls_in_flight().0, 1);
-    client
-        .write_all(
-            b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\
-              \"params\":{\"requestId\":7,\"reason\":\"changed my mind\"}}\n",
-        )
-        .await
-        .unwrap();
+    send(
+        &mut client,
+        json!({ "jsonrpc": "2.0", "method": "notifications/cancelled",
+            "params": { "requestId": 7, "reason": "changed my mind" } }),
+    )
+    .await;
     // Dropped, the upstream call tells the upstream to stop (R-cancel:
     // the cancelled request gets no answer).
     event(&file, "cancelled piped").await;
     assert_eq!(gw.proxy.calls_in_flight().0, 0);
     // The stream still serves: the next call is answered, and it is the
     // first line the client reads (none for the cancelled request).
-    client
-        .write_all(
-            b"{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"tools/call\",\"params\":\
-              {\"name\":\"greet\",\"arguments\":{\"name\":\"z\"}}}\n",
-        )
-        .await
-        .unwrap();
-    let line = lines.next_line().await.unwrap().unwrap();
-    let answer: serde_json::Value = serde_json::from_str(&line).unwrap();
-    assert_eq!(answer["id"], 8, "{line}");
+    send(
+        &mut client,
+        json!({ "jsonrpc": "2.0", "id": 8, "method": "tools/call", "params":
+            { "name": "greet", "arguments": { "name": "z" } } }),
+    )
+    .await;
+    let answer = next(&mut lines, "the next call is answered").await;
+    assert_eq!(answer["id"], 8, "{answer}");
     assert_eq!(text(&answer["result"]), "Hello, z!");
     drop(client);
     served.await.unwrap().unwrap();
@@ -93,22 +107,18 @@ async fn a_question_the_client_leaves_unanswered_does_not_hold_the_calls_answer(
     for (id, wait) in [(1, 0.2), (2, 0.0)] {
         let call = json!({ "jsonrpc": "2.0", "id": id, "method": "tools/call",
             "params": { "name": "nudge_roots", "arguments": { "wait": wait } } });
-        client
-            .write_all(format!("{call}\n").as_bytes())
-            .await
-            .unwrap();
+        send(&mut client, call).await;
         let mut asked = 0;
         let answer = loop {
             // Not answered by the client: the call's answer still comes.
-            let line = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
-                .await
-                .expect("the call is answered though its question is not")
-                .unwrap()
-                .unwrap();
-            let message: serde_json::Value = serde_json::from_str(&line).unwrap();
+            let message = next(
+                &mut lines,
+                "the call is answered though its question is not",
+            )
+            .await;
             match message["method"].as_str() {
                 Some(method) => {
-                    assert_eq!(method, "roots/list", "{line}");
+                    assert_eq!(method, "roots/list", "{message}");
                     asked += 1;
                 }
                 None => break message,
@@ -150,31 +160,15 @@ async fn over_stdio_a_2025_client_is_never_asked_what_it_did_not_declare() {
     let Some(up) = python(&file) else { return };
     let gw = Gateway::start(up, &[("ask_roots", TaskPolicy::Sync)]).await;
     let (mut client, mut lines, served) = serve(&gw);
-    macro_rules! next {
-        () => {{
-            let line = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
-                .await
-                .expect("a line within 20 s")
-                .unwrap()
-                .unwrap();
-            serde_json::from_str::<serde_json::Value>(&line).unwrap()
-        }};
-    }
     let init = json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "capabilities": {},
         "clientInfo": { "name": "t", "version": "1" } } });
     let call = json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/call",
         "params": { "name": "ask_roots", "arguments": {} } });
-    client
-        .write_all(format!("{init}\n").as_bytes())
-        .await
-        .unwrap();
-    assert_eq!(next!()["id"], 1);
-    client
-        .write_all(format!("{call}\n").as_bytes())
-        .await
-        .unwrap();
-    let answer = next!();
+    send(&mut client, init).await;
+    assert_eq!(next(&mut lines, "initialize is answered").await["id"], 1);
+    send(&mut client, call).await;
+    let answer = next(&mut lines, "the call is answered").await;
     assert_eq!(answer["id"], 2, "the client was asked: {answer}");
     assert_eq!(text(&answer["result"]), "", "no roots: {answer}");
     event(&file, "finished ask_roots").await;
