@@ -18,7 +18,7 @@ use super::engine::Engine;
 use super::runner::{HandlerRun, InnerFuture};
 use crate::context::TaskResumeContext;
 use crate::jsonrpc::{JsonRpcRequest, JsonRpcResponse};
-use crate::store::{self, TaskRecord};
+use crate::store::{self, ClaimQuery, TaskRecord};
 
 /// Runs queued tasks' handlers: claims runnable tasks from the store with a
 /// lease and a new fence, calls the inner service with the same request,
@@ -309,7 +309,11 @@ where
             let now_ms = engine.now_ms();
             let mut pick =
                 |record: &TaskRecord| picker.take(&engine, record).then(|| engine.claimed(record));
-            match engine.store.claim_runnable(now_ms, limit, &mut pick).await {
+            match engine
+                .store
+                .claim_runnable(ClaimQuery::new(now_ms, limit, &mut pick))
+                .await
+            {
                 Ok(won) => {
                     let more = won.len() >= free;
                     let capped = picker.capped;

@@ -70,6 +70,7 @@ use crate::json::JsonText;
 use crate::jsonrpc::JsonRpcError;
 use crate::protocol::{InputRequest, InputResponses, TaskStatus};
 
+mod claim;
 pub mod conformance;
 mod connect;
 mod ended;
@@ -93,6 +94,7 @@ mod view;
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub use self::redis::{InvalidPrefix, RedisOptions, RedisStore, DEFAULT_PREFIX};
+pub use claim::{ClaimQuery, Pick};
 pub use connect::connect;
 pub use ended::{EndedCounts, EndedQuery, MAX_SPANS};
 pub use history::{StatusChange, MAX_HISTORY};
@@ -542,11 +544,9 @@ pub trait TaskStore: fmt::Debug + Send + Sync + 'static {
     /// records are held: it must not wait.
     fn claim_runnable<'a>(
         &'a self,
-        now_ms: i64,
-        limit: usize,
-        pick: &'a mut (dyn FnMut(&TaskRecord) -> Option<TaskRecord> + Send),
+        round: ClaimQuery<'a>,
     ) -> BoxFuture<'a, Result<Vec<Arc<TaskRecord>>>> {
-        let _ = (now_ms, limit, pick);
+        let _ = round;
         Box::pin(std::future::ready(Err(Error::Unsupported(
             "claiming runnable tasks",
         ))))

@@ -3,7 +3,8 @@
 use std::sync::Arc;
 
 use super::{
-    BoxFuture, ListQuery, OperatorStore, Result, TaskChange, TaskRecord, TaskStore, ViewQuery,
+    BoxFuture, ClaimQuery, ListQuery, OperatorStore, Result, TaskChange, TaskRecord, TaskStore,
+    ViewQuery,
 };
 
 impl<T: TaskStore + ?Sized> TaskStore for Arc<T> {
@@ -44,11 +45,9 @@ impl<T: TaskStore + ?Sized> TaskStore for Arc<T> {
     }
     fn claim_runnable<'a>(
         &'a self,
-        now_ms: i64,
-        limit: usize,
-        pick: &'a mut (dyn FnMut(&TaskRecord) -> Option<TaskRecord> + Send),
+        round: ClaimQuery<'a>,
     ) -> BoxFuture<'a, Result<Vec<Arc<TaskRecord>>>> {
-        (**self).claim_runnable(now_ms, limit, pick)
+        (**self).claim_runnable(round)
     }
     fn changes(&self) -> Option<tokio::sync::broadcast::Receiver<TaskChange>> {
         (**self).changes()

@@ -1,6 +1,6 @@
 //! The PostgreSQL store: conformance, replicas, connections, migrations.
 
-use mcp_task_layer::store::{ListQuery, PostgresStore, SqlOptions};
+use mcp_task_layer::store::{ClaimQuery, ListQuery, PostgresStore, SqlOptions};
 
 use super::common::pg::{url, Tables};
 use super::*;
@@ -231,7 +231,7 @@ async fn postgres_claims_skip_rows_another_claim_holds() {
     };
     let won = tokio::time::timeout(
         std::time::Duration::from_secs(10),
-        store.claim_runnable(T0, 2, &mut claim),
+        store.claim_runnable(ClaimQuery::new(T0, 2, &mut claim)),
     )
     .await
     .expect("a held row is passed by, not waited for")
@@ -239,7 +239,10 @@ async fn postgres_claims_skip_rows_another_claim_holds() {
     let ids: Vec<_> = won.iter().map(|r| r.id.as_str()).collect();
     assert_eq!(ids, ["next"]);
     held.rollback().await.unwrap();
-    let won = store.claim_runnable(T0, 2, &mut claim).await.unwrap();
+    let won = store
+        .claim_runnable(ClaimQuery::new(T0, 2, &mut claim))
+        .await
+        .unwrap();
     let ids: Vec<_> = won.iter().map(|r| r.id.as_str()).collect();
     assert_eq!(ids, ["oldest"], "free again, the row is claimed");
     tables.drop_all().await;

@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use mcp_task_layer::store::{Lease, ListQuery, RedisStore, TaskChange, TaskOutcome};
+use mcp_task_layer::store::{ClaimQuery, Lease, ListQuery, RedisStore, TaskChange, TaskOutcome};
 use mcp_task_layer::{JsonText, TaskStatus};
 use tokio::sync::broadcast::Receiver;
 
@@ -387,7 +387,10 @@ async fn offered(store: &RedisStore, now_ms: i64) -> Vec<String> {
         ids.push(r.id.clone());
         None
     };
-    let won = store.claim_runnable(now_ms, 10, &mut pick).await.unwrap();
+    let won = store
+        .claim_runnable(ClaimQuery::new(now_ms, 10, &mut pick))
+        .await
+        .unwrap();
     assert!(won.is_empty());
     ids
 }
@@ -411,7 +414,9 @@ async fn redis_claims_held_by_a_dead_claimer_come_back_after_the_hold() {
     let dying = store.clone();
     let died = tokio::spawn(async move {
         let mut pick = |_: &TaskRecord| -> Option<TaskRecord> { panic!("the claimer dies") };
-        dying.claim_runnable(T0, 10, &mut pick).await
+        dying
+            .claim_runnable(ClaimQuery::new(T0, 10, &mut pick))
+            .await
     })
     .await;
     assert!(died.is_err(), "the claimer died between read and write");

@@ -4,7 +4,7 @@
 use super::{record, T0};
 use crate::json::JsonText;
 use crate::protocol::TaskStatus;
-use crate::store::{Error, Lease, TaskOutcome, TaskRecord, TaskStore};
+use crate::store::{ClaimQuery, Error, Lease, TaskOutcome, TaskRecord, TaskStore};
 use serde_json::json;
 
 /// `orphans` finds `working` records whose lease ran out, and nothing else:
@@ -97,7 +97,10 @@ pub async fn claims_take_the_oldest_runnable_once<S: TaskStore>(store: S) {
         next
     };
     let mut nothing = |_: &TaskRecord| None;
-    match store.claim_runnable(T0, 10, &mut nothing).await {
+    match store
+        .claim_runnable(ClaimQuery::new(T0, 10, &mut nothing))
+        .await
+    {
         Err(Error::Unsupported(_)) => return,
         Err(e) => panic!("claim_runnable failed: {e:?}"),
         Ok(won) => assert!(won.is_empty(), "an empty store has nothing to claim"),
@@ -127,7 +130,10 @@ pub async fn claims_take_the_oldest_runnable_once<S: TaskStore>(store: S) {
         offered.push(r.id.clone());
         (r.id != "q1").then(|| claim(r, "w1"))
     };
-    let won = store.claim_runnable(T0, 3, &mut pick).await.expect("claim");
+    let won = store
+        .claim_runnable(ClaimQuery::new(T0, 3, &mut pick))
+        .await
+        .expect("claim");
     assert_eq!(offered, ["q1", "q2", "q3"], "oldest first, at most `limit`");
     let ids: Vec<_> = won.iter().map(|r| r.id.as_str()).collect();
     assert_eq!(ids, ["q2", "q3"], "the records picked, in order");
@@ -144,8 +150,8 @@ pub async fn claims_take_the_oldest_runnable_once<S: TaskStore>(store: S) {
         |r: &TaskRecord| Some(claim(r, "b")),
     );
     let (a, b) = tokio::join!(
-        store.claim_runnable(T0, 2, &mut pick_a),
-        store.claim_runnable(T0, 2, &mut pick_b),
+        store.claim_runnable(ClaimQuery::new(T0, 2, &mut pick_a)),
+        store.claim_runnable(ClaimQuery::new(T0, 2, &mut pick_b)),
     );
     let mut ids: Vec<String> = a
         .expect("claim a")
@@ -162,7 +168,7 @@ pub async fn claims_take_the_oldest_runnable_once<S: TaskStore>(store: S) {
     let mut any = |r: &TaskRecord| Some(claim(r, "c"));
     assert!(
         store
-            .claim_runnable(T0, 10, &mut any)
+            .claim_runnable(ClaimQuery::new(T0, 10, &mut any))
             .await
             .expect("claim")
             .is_empty(),

@@ -18,7 +18,9 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{RedisError, RedisResult};
 use tokio::sync::broadcast;
 
-use crate::store::{BoxFuture, Error, ListQuery, Result, TaskChange, TaskRecord, TaskStore};
+use crate::store::{
+    BoxFuture, ClaimQuery, Error, ListQuery, Result, TaskChange, TaskRecord, TaskStore,
+};
 
 mod batch;
 mod feed;
@@ -352,12 +354,12 @@ impl RedisStore {
     /// to `limit` runnable records; the claims `pick` makes of them are
     /// written at once (each a compare-and-set on the version read, as
     /// `replace`), and the records passed by are given back.
-    async fn claim_records(
-        &self,
-        now_ms: i64,
-        limit: usize,
-        pick: &mut (dyn FnMut(&TaskRecord) -> Option<TaskRecord> + Send),
-    ) -> Result<Vec<Arc<TaskRecord>>> {
+    async fn claim_records(&self, round: ClaimQuery<'_>) -> Result<Vec<Arc<TaskRecord>>> {
+        let ClaimQuery {
+            now_ms,
+            limit,
+            pick,
+        } = round;
         if limit == 0 {
             return Ok(Vec::new());
         }
@@ -518,11 +520,9 @@ impl TaskStore for RedisStore {
 
     fn claim_runnable<'a>(
         &'a self,
-        now_ms: i64,
-        limit: usize,
-        pick: &'a mut (dyn FnMut(&TaskRecord) -> Option<TaskRecord> + Send),
+        round: ClaimQuery<'a>,
     ) -> BoxFuture<'a, Result<Vec<Arc<TaskRecord>>>> {
-        Box::pin(self.claim_records(now_ms, limit, pick))
+        Box::pin(self.claim_records(round))
     }
 
     fn operator(&self) -> Option<&dyn crate::store::OperatorStore> {

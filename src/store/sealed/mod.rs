@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use tracing::warn;
 
-use super::{BoxFuture, ListQuery, Result, TaskChange, TaskRecord, TaskStore};
+use super::{BoxFuture, ClaimQuery, ListQuery, Result, TaskChange, TaskRecord, TaskStore};
 
 pub use keyring::{SealKeyError, SealKeyRing, SEAL_KEY_BYTES};
 
@@ -146,14 +146,12 @@ impl<S: TaskStore> TaskStore for SealedStore<S> {
     /// is written. A record whose claim cannot be sealed is passed by.
     fn claim_runnable<'a>(
         &'a self,
-        now_ms: i64,
-        limit: usize,
-        pick: &'a mut (dyn FnMut(&TaskRecord) -> Option<TaskRecord> + Send),
+        round: ClaimQuery<'a>,
     ) -> BoxFuture<'a, Result<Vec<Arc<TaskRecord>>>> {
         Box::pin(async move {
             let mut sealed_pick = |record: &TaskRecord| {
                 let opened = self.open(Arc::new(record.clone()));
-                let next = pick(&opened)?;
+                let next = (round.pick)(&opened)?;
                 match self.seal(next) {
                     Ok(sealed) => Some(sealed),
                     Err(e) => {
@@ -164,7 +162,7 @@ impl<S: TaskStore> TaskStore for SealedStore<S> {
             };
             let won = self
                 .inner
-                .claim_runnable(now_ms, limit, &mut sealed_pick)
+                .claim_runnable(ClaimQuery::new(round.now_ms, round.limit, &mut sealed_pick))
                 .await?;
             Ok(self.open_all(won))
         })

@@ -18,8 +18,8 @@ use super::statements::Statements;
 use crate::clock::unix_now_ms;
 use crate::protocol::TaskStatus;
 use crate::store::operator::{TaskQuery, TaskStats, WaitingTask};
+use crate::store::{ClaimQuery, Error, Result, TaskRecord};
 use crate::store::{EndedCounts, EndedQuery, Found, ListQuery, Purged, TaskCursor};
-use crate::store::{Error, Result, TaskRecord};
 
 /// The store primitives over one engine's pools.
 #[derive(Debug)]
@@ -211,10 +211,13 @@ where
     /// claims `pick` makes of them.
     pub(crate) async fn claim_runnable(
         &self,
-        now_ms: i64,
-        limit: usize,
-        pick: &mut (dyn FnMut(&TaskRecord) -> Option<TaskRecord> + Send),
+        round: ClaimQuery<'_>,
     ) -> Result<Vec<Arc<TaskRecord>>> {
+        let ClaimQuery {
+            now_ms,
+            limit,
+            pick,
+        } = round;
         if limit == 0 {
             return Ok(Vec::new());
         }

@@ -84,15 +84,12 @@ macro_rules! sql_task_store {
 
             fn claim_runnable<'a>(
                 &'a self,
-                now_ms: i64,
-                limit: usize,
-                pick: &'a mut (dyn FnMut(&$crate::store::TaskRecord) -> Option<$crate::store::TaskRecord>
-                         + Send),
+                round: $crate::store::ClaimQuery<'a>,
             ) -> $crate::store::BoxFuture<
                 'a,
                 $crate::store::Result<Vec<std::sync::Arc<$crate::store::TaskRecord>>>,
             > {
-                Box::pin(self.core.claim_runnable(now_ms, limit, pick))
+                Box::pin(self.core.claim_runnable(round))
             }
 
             fn changes(
@@ -118,8 +115,7 @@ macro_rules! sql_task_store {
             fn stats(
                 &self,
                 now_ms: i64,
-            ) -> $crate::store::BoxFuture<'_, $crate::store::Result<$crate::store::TaskStats>>
-            {
+            ) -> $crate::store::BoxFuture<'_, $crate::store::Result<$crate::store::TaskStats>> {
                 Box::pin(self.core.stats(now_ms))
             }
 
