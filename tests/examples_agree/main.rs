@@ -54,7 +54,7 @@
 //!   by hand.
 //!
 //! Notifications (`notifications/tasks/status` of the 2025 era) are not
-//! compared: how many a run sends depends on timing; `tests/stdio.rs`
+//! compared: how many a run sends depends on timing; `tests/stdio/`
 //! asserts them.
 #![cfg(all(feature = "axum", feature = "stdio", feature = "rmcp"))]
 
