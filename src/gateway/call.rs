@@ -269,13 +269,13 @@ impl UpstreamCall {
 
     /// Answer the upstream's question `id`: its call has ended.
     fn refuse_ended(&self, id: Value) {
-        self.link.respond(
-            id,
-            Err(JsonRpcError::internal(
-                "the call this was asked for has ended",
-            )),
-        );
+        self.link.respond(id, Err(call_ended()));
     }
+}
+
+/// The answer to an upstream question whose call has ended.
+pub(super) fn call_ended() -> JsonRpcError {
+    JsonRpcError::internal("the call this was asked for has ended")
 }
 
 impl Drop for UpstreamCall {

@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde_json::json;
 use tokio::sync::mpsc;
 
-use super::call::UpstreamCall;
+use super::call::{call_ended, UpstreamCall};
 use super::events::{call_of_token, CallEvent, Registry};
 use super::notices::{Notices, LOG_MESSAGE, TOOLS_CHANGED};
 use crate::jsonrpc::JsonRpcError;
@@ -231,13 +231,19 @@ impl Calls {
     }
 
     /// The call a question or log message over `link` belongs to: the
-    /// request whose answer stream carried it (Streamable HTTP); over stdio
-    /// nothing in the message says, so it is the one call in flight that is
-    /// not waiting for answers (or, if all are, the one call).
-    fn asker(&self, serial: u64, related: Option<u64>) -> Result<mpsc::Sender<CallEvent>, usize> {
+    /// request whose answer stream carried it (Streamable HTTP), and no
+    /// other, even when it has ended; over stdio nothing in the message
+    /// says, so it is the one call in flight that is not waiting for
+    /// answers (or, if all are, the one call).
+    fn asker(&self, serial: u64, related: Option<u64>) -> Result<mpsc::Sender<CallEvent>, NoCall> {
         let running = lock(&self.running);
-        if let Some(r) = related.and_then(|id| running.get(&(serial, id))) {
-            return Ok(r.events.clone());
+        if let Some(id) = related {
+            // Never another call on the link: over HTTP one link carries
+            // every client's calls.
+            return running
+                .get(&(serial, id))
+                .map(|r| r.events.clone())
+                .ok_or(NoCall::Ended);
         }
         let on_link: Vec<&Running> = running
             .iter()
@@ -248,11 +254,21 @@ impl Calls {
         match (active.as_slice(), on_link.as_slice()) {
             ([one], _) => Ok(one.events.clone()),
             ([], [one]) => Ok(one.events.clone()),
-            ([], []) => Err(0),
-            (many, _) if !many.is_empty() => Err(many.len()),
-            (_, all) => Err(all.len()),
+            ([], []) => Err(NoCall::Outside),
+            (many, _) if !many.is_empty() => Err(NoCall::Unclear(many.len())),
+            (_, all) => Err(NoCall::Unclear(all.len())),
         }
     }
+}
+
+/// Why a message from the upstream goes to no call.
+enum NoCall {
+    /// It names a call that has ended.
+    Ended,
+    /// No call is in flight on its link.
+    Outside,
+    /// It names none, and this many are in flight on its link.
+    Unclear(usize),
 }
 
 impl Registry for Calls {
@@ -284,19 +300,20 @@ impl InboundSink for Calls {
                             );
                         }
                     }
+                    Err(NoCall::Ended) => link.respond(id, Err(call_ended())),
                     // Outside any call (server-everything asks as soon as
                     // it is initialized): the gateway has no roots.
-                    Err(0) if method == "roots/list" => {
+                    Err(NoCall::Outside) if method == "roots/list" => {
                         link.respond(id, Ok(json!({ "roots": [] })));
                     }
-                    Err(0) => link.respond(
+                    Err(NoCall::Outside) => link.respond(
                         id,
                         Err(JsonRpcError::new(
                             crate::jsonrpc::code::METHOD_NOT_FOUND,
                             format!("the gateway answers {method} only during a tool call"),
                         )),
                     ),
-                    Err(n) => link.respond(
+                    Err(NoCall::Unclear(n)) => link.respond(
                         id,
                         Err(JsonRpcError::internal(format!(
                             "the gateway cannot tell which of the {n} calls in flight asked {method}: \
@@ -323,9 +340,14 @@ impl InboundSink for Calls {
                         Ok(events) => {
                             let _ = events.try_send(CallEvent::Note { method, params });
                         }
+                        // Of a call that has ended: its client's alone, so
+                        // nobody's now.
+                        Err(NoCall::Ended) => {
+                            tracing::debug!("a log message for a call that has ended; dropped");
+                        }
                         // Of no call (or of one the gateway cannot tell):
                         // the session's, for the clients that hear those.
-                        Err(_) => {
+                        Err(NoCall::Outside | NoCall::Unclear(_)) => {
                             self.notices.publish(&method, params);
                         }
                     }
@@ -342,5 +364,68 @@ impl InboundSink for Calls {
 
     fn tools_changed(&self) {
         self.notices.publish(TOOLS_CHANGED, json!({}));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Over Streamable HTTP one link carries every client's calls: what the
+    /// upstream sends on the answer stream of a call that has ended (client
+    /// A cancelled it) never goes to the one other call on the link
+    /// (client B's). Before, it went to B: A's question and its parameters
+    /// into B's task, A's log onto B's stream.
+    #[tokio::test]
+    async fn a_message_for_an_ended_call_never_reaches_another_call() {
+        let notices = Notices::default();
+        let mut heard = notices.subscribe();
+        let calls = Calls::new(10, Duration::from_secs(60), notices);
+        let (out, mut sent) = mpsc::channel(8);
+        let link = Link::new(1, out);
+        let (a, b) = (5, 7);
+        let a_events = calls.register(1, a);
+        drop(a_events);
+        calls.unregister(1, a);
+        let mut b_events = calls.register(1, b);
+
+        let ask = json!({ "message": "A's secret question", "requestedSchema": {} });
+        calls.inbound(
+            &link,
+            Inbound::Request {
+                id: json!(99),
+                method: "elicitation/create".into(),
+                params: ask,
+                related: Some(a),
+            },
+        );
+        calls.inbound(
+            &link,
+            Inbound::Notification {
+                method: LOG_MESSAGE.into(),
+                params: json!({ "level": "info", "data": "A's log" }),
+                related: Some(a),
+            },
+        );
+        assert!(b_events.try_recv().is_err(), "nothing of A's reaches B");
+        assert!(heard.try_recv().is_err(), "nor every listening client");
+        let refused: serde_json::Value = serde_json::from_slice(&sent.try_recv().unwrap()).unwrap();
+        assert_eq!(refused["id"], 99);
+        assert_eq!(
+            refused["error"],
+            serde_json::to_value(call_ended()).unwrap()
+        );
+
+        // B's own question still reaches B.
+        calls.inbound(
+            &link,
+            Inbound::Request {
+                id: json!(100),
+                method: "elicitation/create".into(),
+                params: json!({}),
+                related: Some(b),
+            },
+        );
+        assert!(matches!(b_events.try_recv(), Ok(CallEvent::Ask { .. })));
     }
 }
