@@ -202,18 +202,50 @@ impl Lease {
 impl Drop for Lease {
     fn drop(&mut self) {
         if let Some(lane) = &self.lane {
-            {
-                let mut usage = lane.usage();
-                if self.parked {
-                    usage.residents = usage.residents.saturating_sub(1);
-                } else {
-                    usage.active = false;
-                }
-                if usage.is_empty() {
-                    usage.idle_since = std::time::Instant::now();
-                }
-            }
+            give_back(lane, self.parked);
             self.wake();
+        }
+    }
+}
+
+/// A lane's use ends: as its active call, or as a resident (`parked`).
+fn give_back(lane: &Lane, parked: bool) {
+    let mut usage = lane.usage();
+    if parked {
+        usage.residents = usage.residents.saturating_sub(1);
+    } else {
+        usage.active = false;
+    }
+    if usage.is_empty() {
+        usage.idle_since = std::time::Instant::now();
+    }
+}
+
+/// A lane taken as active while its connection is awaited: given back
+/// when dropped, unless it became a [`Lease`].
+struct Held {
+    lane: Option<Arc<Lane>>,
+    upstream: Weak<Upstream>,
+}
+
+impl Held {
+    fn lease(mut self, link: Arc<Link>) -> Lease {
+        Lease {
+            lane: self.lane.take(),
+            upstream: Weak::clone(&self.upstream),
+            parked: false,
+            link,
+        }
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        if let Some(lane) = self.lane.take() {
+            give_back(&lane, false);
+            if let Some(up) = self.upstream.upgrade() {
+                up.released.notify_waiters();
+            }
         }
     }
 }
@@ -296,21 +328,14 @@ impl Upstream {
             tokio::pin!(released);
             released.as_mut().enable();
             if let Some(lane) = self.free_lane() {
-                // Made before the wait, so that a failed wait gives it back.
-                let lease = Lease {
+                // Held before the wait: a failed wait, or a caller that
+                // drops this future while the lane starts, gives it back.
+                let held = Held {
                     lane: Some(Arc::clone(&lane)),
                     upstream: Weak::clone(&self.me),
-                    parked: false,
-                    link: match lane.session(deadline).await {
-                        Ok((link, _)) => link,
-                        Err(e) => {
-                            lane.usage().active = false;
-                            self.released.notify_waiters();
-                            return Err(e);
-                        }
-                    },
                 };
-                return Ok(lease);
+                let (link, _) = lane.session(deadline).await?;
+                return Ok(held.lease(link));
             }
             if tokio::time::timeout_at(deadline, released).await.is_err() {
                 return Err(JsonRpcError::internal(format!(

@@ -14,6 +14,7 @@ mod common;
 mod everything;
 mod harness;
 mod http;
+mod lanes;
 mod listen;
 mod progress;
 mod python;

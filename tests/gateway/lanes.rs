@@ -1,0 +1,60 @@
+//! The upstream's processes (`--upstream-processes`): a call holds one
+//! while it runs, and gives it back on every way out.
+
+use std::time::Duration;
+
+use mcp_task_layer::gateway::{ProxyConfig, UpstreamTarget};
+use mcp_task_layer::TaskPolicy;
+use serde_json::json;
+
+use crate::harness::{events_file, python, text, Gateway};
+
+/// A call whose caller goes away (a client's cancel over stdio, a
+/// timeout, a disconnect) while the one process it was given starts again
+/// gives that process back. Before, the process stayed marked busy for
+/// ever, and every later call failed with "all 1 upstream processes are
+/// busy".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_dropped_while_its_process_starts_gives_the_process_back() {
+    let (_dir, file) = events_file();
+    let Some(UpstreamTarget::Command { program, args }) = python(&file) else {
+        return;
+    };
+    // A process that takes a second to start, so that a call waits for it.
+    let slow = UpstreamTarget::Command {
+        program: "sh".into(),
+        args: vec![
+            "-c".into(),
+            format!("sleep 1; exec {program} {}", args.join(" ")),
+        ],
+    };
+    let cfg = ProxyConfig::default()
+        .with_connect_wait(Duration::from_secs(10))
+        .with_upstream_processes(1)
+        .with_tool_policy("pid", TaskPolicy::Sync);
+    let gw = Gateway::with_config(slow, cfg).await;
+    let pid = text(&gw.call("pid", json!({})).await).to_owned();
+    let killed = std::process::Command::new("kill")
+        .args(["-9", &pid])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    // Calls until one waits for the process to start again (those before
+    // it may fail at once on the dead connection); that one is dropped.
+    let call = json!({ "name": "pid", "arguments": {} });
+    let mut dropped = false;
+    for _ in 0..50 {
+        let waiting = gw.send26("tools/call", call.clone(), true);
+        if tokio::time::timeout(Duration::from_millis(200), waiting)
+            .await
+            .is_err()
+        {
+            dropped = true;
+            break;
+        }
+    }
+    assert!(dropped, "no call waited for the process to start");
+    // The process comes back and takes the next call.
+    let again = text(&gw.call("pid", json!({})).await).to_owned();
+    assert!(!again.is_empty() && again != pid, "{again} after {pid}");
+}
