@@ -9,6 +9,7 @@
 //! under `CI=true`.
 #![cfg(feature = "gateway")]
 
+mod cancels;
 #[path = "../common/mod.rs"]
 mod common;
 mod everything;

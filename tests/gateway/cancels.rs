@@ -1,0 +1,60 @@
+//! The client's `notifications/cancelled` for a request in flight, where
+//! nothing but the owner ties it to its request (HTTP).
+
+use std::time::Duration;
+
+use mcp_task_layer::TaskPolicy;
+use serde_json::json;
+
+use crate::common;
+use crate::harness::{event, events, events_file, python, text, Gateway};
+
+/// Two requests of one owner with the same id in flight at once (two HTTP
+/// clients of one token, or two anonymous ones, counting ids alike): a
+/// cancel that could name either stops neither, and the end of one leaves
+/// the other cancellable. Before, the second request's watch replaced the
+/// first's, so the cancel stopped whichever came last, and the first's end
+/// forgot the second's watch, so its own cancel was lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_that_could_name_two_requests_stops_neither_and_each_end_forgets_its_own() {
+    let (_dir, file) = events_file();
+    let Some(up) = python(&file) else { return };
+    let gw = Gateway::start(up, &[("slow_compute", TaskPolicy::Sync)]).await;
+    let call = |seconds: f64, label: &str| {
+        let gw = gw.as_owner("alice");
+        let args =
+            json!({ "name": "slow_compute", "arguments": { "seconds": seconds, "label": label } });
+        tokio::spawn(async move { gw.send_with_id(2, "tools/call", args).await })
+    };
+    let first = call(1.5, "first");
+    let second = call(60.0, "second");
+    // Both running upstream (bounded: 30 s).
+    for _ in 0..600 {
+        let started = events(&file)
+            .iter()
+            .filter(|l| *l == "started slow_compute")
+            .count();
+        if started == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(gw.proxy.cancellable_requests(), 2);
+    gw.notify("notifications/cancelled", json!({ "requestId": 2 }))
+        .await;
+    let done = first.await.unwrap();
+    assert_eq!(text(common::ok(&done)), "computed first in 1.5s");
+    // The first's end forgot its own watch only: the second's cancel now
+    // names one request, and reaches it.
+    assert_eq!(gw.proxy.cancellable_requests(), 1);
+    gw.notify("notifications/cancelled", json!({ "requestId": 2 }))
+        .await;
+    event(&file, "cancelled second").await;
+    let resp = second.await.unwrap();
+    assert!(
+        common::err(&resp).message.contains("cancelled"),
+        "{:?}",
+        common::err(&resp)
+    );
+    assert_eq!(gw.proxy.cancellable_requests(), 0);
+}
