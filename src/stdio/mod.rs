@@ -43,7 +43,7 @@ pub const DEFAULT_LINE_LIMIT: usize = 4 * 1024 * 1024;
 ///
 /// | Input line | Answer |
 /// |---|---|
-/// | a JSON-RPC request | the service's response, with the request's own `id`, written when it finishes; requests run concurrently (up to [`with_max_in_flight`](Self::with_max_in_flight), default 64), so responses can come in any order |
+/// | a JSON-RPC request | the service's response, with the request's own `id`, written when it finishes; requests run concurrently (up to [`with_max_in_flight`](Self::with_max_in_flight), default 64), so responses can come in any order; past the bound one more request waits its turn and a further one is answered at once with an error (the stream keeps reading: a running call may be waiting for the client's answer) |
 /// | a notification (no `id`) | the service is called (it counts against the same bound), its answer dropped |
 /// | `notifications/cancelled` with the `requestId` of a request in flight | that call's future is dropped; it gets no response |
 /// | a JSON-RPC response (`result` or `error`, no `method`) | handed to the waiting [`ClientPeer::request`]; ignored if none waits |
@@ -150,7 +150,10 @@ impl<S> StdioTransport<S> {
         self
     }
 
-    /// How many requests run at once (at least 1).
+    /// How many requests run at once (at least 1). Past it, one more
+    /// waits its turn; a request beyond that gets an error at once (a
+    /// notification is dropped), so that the stream goes on reading the
+    /// client's answers and cancellations.
     pub fn with_max_in_flight(mut self, requests: usize) -> Self {
         self.max_in_flight = requests.max(1);
         self

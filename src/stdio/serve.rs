@@ -122,6 +122,8 @@ where
         in_flight: Arc::default(),
         calls: JoinSet::new(),
         permits: Arc::new(Semaphore::new(settings.max_in_flight.max(1))),
+        bound: settings.max_in_flight.max(1),
+        at_eof: Vec::new(),
         serial: 0,
         declared,
     };
@@ -133,6 +135,12 @@ where
         closed.cancel();
         pending.close_all();
         let drained = tokio::time::timeout(settings.drain_deadline, async {
+            // Those that waited for a permit: the calls holding permits
+            // while waiting for the client's answers have failed now.
+            for request in std::mem::take(&mut stream.at_eof) {
+                let permit = stream.acquire().await;
+                stream.spawn(request, permit);
+            }
             while stream.calls.join_next().await.is_some() {}
         })
         .await;
@@ -161,6 +169,10 @@ struct Stream<S> {
     in_flight: Arc<InFlight>,
     calls: JoinSet<()>,
     permits: Arc<Semaphore>,
+    /// How many requests run at once.
+    bound: usize,
+    /// Requests read before the end of the input that waited for a permit.
+    at_eof: Vec<JsonRpcRequest>,
     serial: u64,
     /// What the stream's 2025-11-25 `initialize` declared (its peer says).
     declared: Arc<OnceLock<Value>>,
@@ -202,23 +214,36 @@ where
                 None => continue,
             };
             // At the bound: keep reading answers and cancellations (they may
-            // be what frees a permit), but park the next request.
+            // be what frees a permit). The next request waits with this one;
+            // past it a request is refused at once and a notification
+            // dropped, so the reading never stops for a permit: a call that
+            // holds one may be waiting for an answer behind them.
             let permit = loop {
-                if parked.is_some() {
-                    break self.acquire().await;
-                }
                 tokio::select! {
                     biased;
                     permit = self.acquire() => break permit,
                     () = &mut broken => return Ok(()),
                     line = lines.next() => match line? {
                         Line::Eof => {
-                            let permit = self.acquire().await;
-                            self.spawn(request, permit);
+                            // Started once the client's pending questions
+                            // have failed (`serve`), not waited for here.
+                            self.at_eof.push(request);
+                            if let Some(message) = parked.take() {
+                                let next = self.dispatch(message).await;
+                                self.at_eof.extend(next);
+                            }
                             return Ok(());
                         }
                         line => match self.classify(line) {
-                            m @ (Message::Request(_) | Message::Notification(_)) => parked = Some(m),
+                            m @ (Message::Request(_) | Message::Notification(_))
+                                if parked.is_none() =>
+                            {
+                                parked = Some(m);
+                            }
+                            Message::Request(request) => self.refuse_busy(request).await,
+                            Message::Notification(n) => {
+                                warn!(method = %n.method, "a notification past the in-flight bound; dropped");
+                            }
                             other => {
                                 let _ = self.dispatch(other).await;
                             }
@@ -228,6 +253,17 @@ where
             };
             self.spawn(request, permit);
         }
+    }
+
+    /// Answer a request past the in-flight bound and the one waiting.
+    async fn refuse_busy(&self, request: JsonRpcRequest) {
+        let error = JsonRpcError::internal(format!(
+            "too many requests in flight on this stream (at most {} run, one waits): \
+             send it again once one has been answered",
+            self.bound
+        ));
+        let response = JsonRpcResponse::error(request.id, error);
+        let _ = self.outgoing.send(response.to_vec()).await;
     }
 
     async fn acquire(&self) -> OwnedSemaphorePermit {
@@ -357,7 +393,8 @@ mod tests {
 
     use super::*;
 
-    /// Answers `{"ms": N}` after N ms; `hang` never.
+    /// Answers `{"ms": N}` after N ms; `hang` never; `ask` once the client
+    /// answered its `roots/list`.
     fn sleeper() -> impl Service<
         JsonRpcRequest,
         Response = JsonRpcResponse,
@@ -369,6 +406,12 @@ mod tests {
         tower::service_fn(|req: JsonRpcRequest| async move {
             if req.method == "hang" {
                 std::future::pending::<()>().await;
+            }
+            if req.method == "ask" {
+                let peer = req.extensions.get::<Peer>().cloned().expect("a peer");
+                let answer = peer.request("roots/list".into(), json!({})).await;
+                let result = json!({ "answered": answer.is_ok() });
+                return Ok(JsonRpcResponse::result(req.id, result));
             }
             let ms = req
                 .params
@@ -463,5 +506,68 @@ mod tests {
         served.await.unwrap().unwrap();
         let mut lines = BufReader::new(client_out).lines();
         assert_eq!(lines.next_line().await.unwrap(), None);
+    }
+
+    /// The next line the client reads, as JSON (bounded: 10 s).
+    async fn next(lines: &mut tokio::io::Lines<BufReader<tokio::io::DuplexStream>>) -> Value {
+        let line = tokio::time::timeout(Duration::from_secs(10), lines.next_line())
+            .await
+            .expect("a line within 10 s")
+            .unwrap()
+            .unwrap();
+        serde_json::from_str(&line).unwrap()
+    }
+
+    /// One slot, held by a call that waits for the client's answer, and
+    /// two more requests before that answer: the one that waits its turn,
+    /// and one refused at once, so that the answer behind them is still
+    /// read. Before, the stream stopped reading at the second request, and
+    /// the three hung for ever.
+    #[tokio::test]
+    async fn past_the_bound_requests_are_refused_so_the_answer_behind_them_is_read() {
+        let (mut client, client_out, served) = start(settings(1));
+        let mut lines = BufReader::new(client_out).lines();
+        client
+            .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ask\"}\n")
+            .await
+            .unwrap();
+        let question = next(&mut lines).await;
+        assert_eq!(question["method"], "roots/list");
+        let answer = json!({ "jsonrpc": "2.0", "id": question["id"], "result": { "roots": [] } });
+        client
+            .write_all(
+                format!(
+                    "{{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"x\"}}\n\
+                     {{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"x\"}}\n\
+                     {{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"x\"}}\n{answer}\n"
+                )
+                .as_bytes(),
+            )
+            .await
+            .unwrap();
+        let mut got = Vec::new();
+        for _ in 0..4 {
+            got.push(next(&mut lines).await);
+        }
+        let by_id = |id: i64| {
+            got.iter()
+                .find(|m| m["id"] == id)
+                .cloned()
+                .unwrap_or_default()
+        };
+        assert_eq!(by_id(1)["result"], json!({ "answered": true }), "{got:?}");
+        assert_eq!(by_id(2)["result"], json!({ "slept": 0 }), "{got:?}");
+        assert!(
+            by_id(3)["result"] == json!({ "slept": 0 }) || by_id(3)["error"].is_object(),
+            "{got:?}"
+        );
+        assert!(
+            by_id(4)["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("too many requests in flight")),
+            "{got:?}"
+        );
+        drop(client);
+        served.await.unwrap().unwrap();
     }
 }
