@@ -18,6 +18,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
 use super::link::{InboundSink, Link};
 use crate::client::sse::EventDecoder;
@@ -145,6 +146,11 @@ impl Wire {
             }
         }
         let Some(id) = id else { return };
+        // Nobody waits any more (the call was cancelled or dropped while
+        // the answer's headers came): the stream is not read.
+        let Some(abandoned) = link.abandoned(id) else {
+            return;
+        };
         if !status.is_success() {
             return self.fail(&link, id, &format!("the upstream answered HTTP {status}"));
         }
@@ -170,7 +176,7 @@ impl Wire {
         let mut idle = 0;
         loop {
             let before = decoder.last_event_id().map(str::to_owned);
-            let ended = each_event(body, &mut decoder, &link, |data| {
+            let ended = each_event(body, &mut decoder, &link, Some(&abandoned), |data| {
                 self.deliver(&link, data, Some(id), initialize);
             })
             .await;
@@ -290,7 +296,7 @@ async fn listen(link: Arc<Link>, get: GetStream) {
         return;
     }
     let mut decoder = EventDecoder::new(MAX_MESSAGE);
-    each_event(resp.into_body(), &mut decoder, &link, |data| {
+    each_event(resp.into_body(), &mut decoder, &link, None, |data| {
         link.deliver_related(data, &*sink, None);
     })
     .await;
@@ -308,10 +314,15 @@ enum Ended {
 
 /// Hand each non-empty event of `body` to `each`, until the stream or the
 /// link ends.
+/// Each event of `body` until it ends, the link closes or, for the answer
+/// stream of a request, its caller stops waiting (`abandoned`: the upstream
+/// may never end a stream whose request it was told to cancel, and the
+/// connection would stay open for ever).
 async fn each_event(
     mut body: hyper::body::Incoming,
     decoder: &mut EventDecoder,
     link: &Link,
+    abandoned: Option<&CancellationToken>,
     mut each: impl FnMut(&[u8]),
 ) -> Ended {
     let mut events: VecDeque<Vec<u8>> = VecDeque::new();
@@ -324,6 +335,12 @@ async fn each_event(
         let frame = tokio::select! {
             f = body.frame() => f,
             () = link.closed() => return Ended::Closed,
+            () = async {
+                match abandoned {
+                    Some(token) => token.cancelled().await,
+                    None => std::future::pending().await,
+                }
+            } => return Ended::Closed,
         };
         match frame {
             Some(Ok(frame)) => {

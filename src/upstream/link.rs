@@ -84,7 +84,29 @@ impl ResultText {
     }
 }
 
-type Waiter = oneshot::Sender<Answer>;
+/// Who waits for the answer to one request, and the token that tells the
+/// stream carrying that answer (Streamable HTTP) that it is no longer
+/// wanted.
+struct Waiter {
+    tx: oneshot::Sender<Answer>,
+    abandoned: CancellationToken,
+}
+
+/// Forgets its request unless disarmed: a caller that drops the wait for an
+/// answer leaves no entry behind, and no stream open for it.
+struct ForgetOnDrop<'a> {
+    link: &'a Link,
+    id: u64,
+    armed: bool,
+}
+
+impl Drop for ForgetOnDrop<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.link.forget(self.id);
+        }
+    }
+}
 
 /// One message of the upstream, its `result` kept as text.
 #[derive(Deserialize)]
@@ -157,13 +179,21 @@ impl Link {
             if self.closed.is_cancelled() {
                 return Err(self.gone());
             }
-            waiting.insert(id, tx);
+            let abandoned = CancellationToken::new();
+            waiting.insert(id, Waiter { tx, abandoned });
         }
+        let mut forget = ForgetOnDrop {
+            link: self,
+            id,
+            armed: true,
+        };
         if self.out.send(message.into_bytes()).await.is_err() {
-            self.forget(id);
             return Err(self.gone());
         }
-        match rx.await {
+        let answer = rx.await;
+        // Answered (or failed with the link): the entry is gone already.
+        forget.armed = false;
+        match answer {
             Ok(answer) => answer,
             Err(_) => Err(self.gone()),
         }
@@ -184,12 +214,27 @@ impl Link {
             .contains_key(&id)
     }
 
-    /// Stop waiting for request `id` (its caller went away).
+    /// Stop waiting for request `id` (its caller went away): a stream still
+    /// open for its answer is told to end.
     pub(crate) fn forget(&self, id: u64) {
-        self.waiting
+        let gone = self
+            .waiting
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .remove(&id);
+        if let Some(w) = gone {
+            w.abandoned.cancel();
+        }
+    }
+
+    /// Fires when request `id`'s caller stops waiting for its answer (not
+    /// when the answer comes); `None` if nobody waits for it now.
+    pub(crate) fn abandoned(&self, id: u64) -> Option<CancellationToken> {
+        self.waiting
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&id)
+            .map(|w| w.abandoned.clone())
     }
 
     /// Answer the upstream's request `id`.
@@ -232,14 +277,14 @@ impl Link {
     /// The connection is over because of `why`: every request still waiting
     /// fails with it.
     pub(crate) fn close(&self, why: String) {
-        let waiters: Vec<Waiter> = {
+        let waiters: Vec<oneshot::Sender<Answer>> = {
             let mut waiting = self.waiting.lock().unwrap_or_else(PoisonError::into_inner);
             let mut slot = self.why.lock().unwrap_or_else(PoisonError::into_inner);
             if slot.is_none() {
                 *slot = Some(why);
             }
             self.closed.cancel();
-            waiting.drain().map(|(_, w)| w).collect()
+            waiting.drain().map(|(_, w)| w.tx).collect()
         };
         let error = self.gone();
         for w in waiters {
@@ -252,11 +297,12 @@ impl Link {
     }
 
     /// Who waits for the answer to request `id`, no longer waiting.
-    fn waiter(&self, id: u64) -> Option<Waiter> {
+    fn waiter(&self, id: u64) -> Option<oneshot::Sender<Answer>> {
         self.waiting
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .remove(&id)
+            .map(|w| w.tx)
     }
 
     /// One message the upstream sent: an answer to one of ours goes to its
@@ -374,5 +420,33 @@ mod tests {
             let answer = call.await.unwrap().unwrap();
             assert_eq!(answer.get(), want);
         }
+    }
+
+    /// A caller that stops waiting (its future dropped: a timed-out ping,
+    /// a dropped subscribe) leaves no entry behind, and the stream of its
+    /// answer is told to end; an answered request's stream is not.
+    #[tokio::test]
+    async fn a_dropped_wait_is_forgotten_and_abandons_its_stream_an_answer_does_not() {
+        let (tx, mut rx) = mpsc::channel(8);
+        let link = Link::new(1, tx);
+        let id = link.next_id();
+        let asking = Arc::clone(&link);
+        let call = tokio::spawn(async move { asking.request_text(id, "{}".into()).await });
+        rx.recv().await.unwrap();
+        let abandoned = link.abandoned(id).expect("a waiter");
+        call.abort();
+        assert!(call.await.is_err());
+        assert!(!link.waits_for(id), "no entry left");
+        assert!(abandoned.is_cancelled());
+
+        let id = link.next_id();
+        let asking = Arc::clone(&link);
+        let call = tokio::spawn(async move { asking.request_text(id, "{}".into()).await });
+        rx.recv().await.unwrap();
+        let answered = link.abandoned(id).expect("a waiter");
+        let line = format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{}}}}"#);
+        link.deliver(line.as_bytes(), &Nobody);
+        assert!(call.await.unwrap().is_ok());
+        assert!(!answered.is_cancelled());
     }
 }

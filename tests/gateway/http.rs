@@ -4,11 +4,14 @@
 //! of the call that asked it, so calls asking at once are told apart.
 
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use mcp_task_layer::gateway::{ProxyConfig, UpstreamTarget};
 use mcp_task_layer::TaskPolicy;
 use serde_json::json;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 
 use crate::common;
 use crate::harness::{event, events_file, text, Gateway};
@@ -196,4 +199,132 @@ async fn a_stream_closed_before_its_answer_is_resumed_after_the_last_event() {
         assert_eq!(text(&result), "landed", "{result}");
     }
     event(&file, "finished hop").await;
+}
+
+/// An upstream that answers `tools/call` of `hang` with an SSE stream it
+/// never ends or writes to, as the TypeScript SDK leaves the stream of a
+/// request it was told to cancel; it counts those streams still open.
+/// A bare HTTP/1.1 server: one request at a time per connection.
+async fn hanging_upstream() -> (UpstreamTarget, Arc<AtomicUsize>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    let open = Arc::new(AtomicUsize::new(0));
+    let streams = Arc::clone(&open);
+    tokio::spawn(async move {
+        while let Ok((conn, _)) = listener.accept().await {
+            tokio::spawn(serve_hanging(conn, Arc::clone(&streams)));
+        }
+    });
+    (
+        UpstreamTarget::Url {
+            url,
+            headers: vec![],
+        },
+        open,
+    )
+}
+
+async fn serve_hanging(conn: tokio::net::TcpStream, open: Arc<AtomicUsize>) {
+    let mut conn = tokio::io::BufReader::new(conn);
+    loop {
+        // The head, then a body of Content-Length bytes.
+        let mut head = String::new();
+        let mut length = 0;
+        loop {
+            let mut line = String::new();
+            if conn.read_line(&mut line).await.unwrap_or(0) == 0 {
+                return;
+            }
+            if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                length = v.trim().parse().unwrap_or(0);
+            }
+            if line == "\r\n" {
+                break;
+            }
+            head.push_str(&line);
+        }
+        let mut body = vec![0; length];
+        if conn.read_exact(&mut body).await.is_err() {
+            return;
+        }
+        if !head.starts_with("POST") {
+            let _ = conn
+                .write_all(b"HTTP/1.1 405 Method Not Allowed\r\ncontent-length: 0\r\n\r\n")
+                .await;
+            continue;
+        }
+        let msg: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+        let result = match msg["method"].as_str().unwrap_or_default() {
+            "initialize" => json!({
+                "protocolVersion": "2025-11-25",
+                "capabilities": { "tools": {} },
+                "serverInfo": { "name": "hanging", "version": "1" }
+            }),
+            "tools/list" => {
+                json!({ "tools": [{ "name": "hang", "inputSchema": { "type": "object" } }] })
+            }
+            "tools/call" => {
+                let _ = conn
+                    .write_all(
+                        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\
+                          transfer-encoding: chunked\r\n\r\n",
+                    )
+                    .await;
+                open.fetch_add(1, Ordering::SeqCst);
+                // Until the gateway closes the connection.
+                let mut rest = Vec::new();
+                let _ = conn.read_to_end(&mut rest).await;
+                open.fetch_sub(1, Ordering::SeqCst);
+                return;
+            }
+            _ if msg.get("id").is_none() => {
+                let _ = conn
+                    .write_all(b"HTTP/1.1 202 Accepted\r\ncontent-length: 0\r\n\r\n")
+                    .await;
+                continue;
+            }
+            _ => json!({}),
+        };
+        let answer = json!({ "jsonrpc": "2.0", "id": msg["id"], "result": result }).to_string();
+        let reply = format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{answer}",
+            answer.len()
+        );
+        let _ = conn.write_all(reply.as_bytes()).await;
+    }
+}
+
+/// An upstream that never ends the answer stream of a request it was told
+/// to cancel (the TypeScript SDK sends no answer then): the gateway stops
+/// reading the stream when it stops waiting, and its connection closes.
+/// Before, each cancelled call kept a task and a connection open for the
+/// life of the upstream's session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_calls_answer_stream_is_closed_though_the_upstream_never_ends_it() {
+    let (up, open) = hanging_upstream().await;
+    let gw = Gateway::start(up, &[("hang", TaskPolicy::Task)]).await;
+    let mut tasks = Vec::new();
+    for _ in 0..3 {
+        let r = gw.call("hang", json!({})).await;
+        tasks.push(r["taskId"].as_str().unwrap().to_owned());
+    }
+    // Bounded waits: 10 s each.
+    let settle = |want: usize| {
+        let open = Arc::clone(&open);
+        async move {
+            for _ in 0..200 {
+                if open.load(Ordering::SeqCst) == want {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            panic!("{} streams open, not {want}", open.load(Ordering::SeqCst));
+        }
+    };
+    settle(3).await;
+    for task in &tasks {
+        gw.send26("tasks/cancel", json!({ "taskId": task }), true)
+            .await;
+    }
+    settle(0).await;
 }
