@@ -143,7 +143,10 @@ impl UpstreamCall {
                         // call's own answer ends the wait: an upstream may
                         // ask and answer without waiting for the reply
                         // (server-everything's `roots/list`), and a client
-                        // that does not answer must not hold the call.
+                        // that does not answer must not hold the call (nor
+                        // its upstream process) longer than a parked call
+                        // waits.
+                        let wait = self.calls.answer_wait();
                         let answer = tokio::select! {
                             biased;
                             out = &mut self.answer => {
@@ -153,6 +156,9 @@ impl UpstreamCall {
                             }
                             a = peer.request(method, params) => a,
                             () = &mut cancelled => Err(JsonRpcError::internal("the call was cancelled")),
+                            () = tokio::time::sleep(wait) => Err(JsonRpcError::internal(format!(
+                                "the client did not answer within {} s", wait.as_secs()
+                            ))),
                         };
                         self.link.respond(id, answer);
                         continue;

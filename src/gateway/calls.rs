@@ -275,6 +275,10 @@ impl Registry for Calls {
     fn unregister(&self, serial: u64, id: u64) {
         lock(&self.running).remove(&(serial, id));
     }
+
+    fn answer_wait(&self) -> Duration {
+        self.park_ttl
+    }
 }
 
 impl InboundSink for Calls {

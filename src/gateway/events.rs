@@ -23,6 +23,10 @@ pub(crate) enum CallEvent {
 pub(crate) trait Registry: Send + Sync + 'static {
     /// Call `id` on link `serial` ended.
     fn unregister(&self, serial: u64, id: u64);
+
+    /// How long a call waits for the client's answers: parked, or for a
+    /// question relayed on the client's own stream.
+    fn answer_wait(&self) -> std::time::Duration;
 }
 
 /// The `progressToken` the gateway puts on upstream call `id` is this and

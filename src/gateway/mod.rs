@@ -134,6 +134,8 @@ impl ProxyConfig {
     /// How long a call waits for the answers to its upstream's questions
     /// (default 24 h, the layer's longest task TTL) before it is
     /// cancelled upstream, and how many may wait at once (default 10,000).
+    /// A question relayed on a 2025-11-25 client's own stream waits as long
+    /// at most; then the upstream is told the client did not answer.
     pub fn with_parked_calls(mut self, ttl: Duration, max: usize) -> Self {
         self.park_ttl = ttl;
         self.max_parked = max;

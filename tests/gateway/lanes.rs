@@ -58,3 +58,57 @@ async fn a_call_dropped_while_its_process_starts_gives_the_process_back() {
     let again = text(&gw.call("pid", json!({})).await).to_owned();
     assert!(!again.is_empty() && again != pid, "{again} after {pid}");
 }
+
+/// A client that never answers.
+#[derive(Clone)]
+struct Silent;
+
+impl mcp_task_layer::ClientPeer for Silent {
+    fn request(
+        &self,
+        _: String,
+        _: serde_json::Value,
+    ) -> mcp_task_layer::store::BoxFuture<
+        'static,
+        Result<serde_json::Value, mcp_task_layer::JsonRpcError>,
+    > {
+        Box::pin(std::future::pending())
+    }
+    fn notify(
+        &self,
+        _: String,
+        _: serde_json::Value,
+    ) -> mcp_task_layer::store::BoxFuture<'static, ()> {
+        Box::pin(async {})
+    }
+}
+
+/// A question relayed to a 2025-11-25 client on a call that is no task
+/// waits for its answer no longer than a parked call would: then the
+/// upstream is told the client did not answer, the call ends, and its
+/// process takes the next call. Before, a client that never answered held
+/// the call, and its process, for ever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_the_client_never_answers_does_not_hold_the_process() {
+    let (_dir, file) = events_file();
+    let Some(up) = python(&file) else { return };
+    let cfg = ProxyConfig::default()
+        .with_connect_wait(Duration::from_secs(10))
+        .with_upstream_processes(1)
+        .with_parked_calls(Duration::from_secs(1), 100)
+        .with_tool_policy("confirm_delete", TaskPolicy::Sync)
+        .with_tool_policy("pid", TaskPolicy::Sync);
+    let gw = Gateway::with_config(up, cfg).await;
+    let asked = gw.send_with_peer(
+        "tools/call",
+        json!({ "name": "confirm_delete", "arguments": { "filename": "x.txt" } }),
+        mcp_task_layer::Peer::new(Silent),
+    );
+    let r = tokio::time::timeout(Duration::from_secs(20), asked)
+        .await
+        .expect("the call ends once the wait for the answer is over");
+    let said = serde_json::to_string(&r).unwrap();
+    assert!(said.contains("did not answer"), "{said}");
+    let pid = text(&gw.call("pid", json!({})).await).to_owned();
+    assert!(!pid.is_empty());
+}
