@@ -156,6 +156,7 @@ impl Calls {
     ) -> Result<(), JsonRpcError> {
         let serial = call.serial();
         let id = call.id();
+        let task = handle.clone();
         {
             let mut parked = lock(&self.parked);
             if parked.by_key.len() >= self.max_parked {
@@ -177,10 +178,21 @@ impl Calls {
         let me = Weak::clone(&self.me);
         let ttl = self.park_ttl;
         tokio::spawn(async move {
-            tokio::time::sleep(ttl).await;
+            // Its task's token trips when the task expires here (the
+            // reaper) or is cancelled: no event says so for an expired one.
+            let ended = async {
+                match &task {
+                    Some(task) => task.cancelled().await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                () = tokio::time::sleep(ttl) => {}
+                () = ended => {}
+            }
             if let Some(calls) = me.upgrade() {
-                // Still there: nobody answered in time; dropping it cancels
-                // the upstream request.
+                // Still there: nobody answered in time, or its task is
+                // over; dropping it cancels the upstream request.
                 if calls.take_any(&key).is_some() {
                     tracing::info!("a call waiting for answers expired");
                 }

@@ -58,3 +58,42 @@ async fn a_cancel_that_could_name_two_requests_stops_neither_and_each_end_forget
     );
     assert_eq!(gw.proxy.cancellable_requests(), 0);
 }
+
+/// A task whose upstream call waits for the client's answer expires (its
+/// TTL): the upstream is told to cancel that call, and the gateway forgets
+/// it. Before, an expired task left its call parked upstream for the park
+/// TTL (24 h), holding a slot; only a cancel did this.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_that_expires_while_its_call_waits_cancels_the_call_upstream() {
+    let (_dir, file) = events_file();
+    let Some(up) = python(&file) else { return };
+    let gw = Gateway::start(up, &[("confirm_delete", TaskPolicy::Task)]).await;
+    let created = gw
+        .send(
+            "tools/call",
+            json!({ "name": "confirm_delete", "arguments": { "filename": "e.txt" }, "task": { "ttl": 2000 } }),
+        )
+        .await;
+    let task = common::ok(&created)["task"]["taskId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // Bounded: 10 s.
+    for _ in 0..200 {
+        let got = gw.send("tasks/get", json!({ "taskId": task })).await;
+        if common::ok(&got)["status"] == "input_required" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(gw.proxy.calls_in_flight().1, 1, "its call waits");
+    // Expired after 2 s, reaped within the next second.
+    event(&file, "cancelled confirm_delete e.txt").await;
+    for _ in 0..200 {
+        if gw.proxy.calls_in_flight() == (0, 0) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(gw.proxy.calls_in_flight(), (0, 0), "the call is forgotten");
+}

@@ -173,7 +173,12 @@ class UserName(BaseModel):
 @mcp.tool(description="Ask (one elicitation, boolean `confirm`) before deleting `filename`.", structured_output=False)
 async def confirm_delete(filename: str, ctx: Context) -> str:
     started("confirm_delete")
-    answer = await ctx.elicit(f"Delete {filename}?", Confirm)
+    try:
+        answer = await ctx.elicit(f"Delete {filename}?", Confirm)
+    except BaseException as e:
+        if is_cancellation(e):
+            event(f"cancelled confirm_delete {filename}")
+        raise
     finished("confirm_delete")
     if answer.action == "accept" and answer.data.confirm:
         return f"Deleted {filename}."
