@@ -574,6 +574,7 @@ fn upstream_params(
         peer,
         client_token: client.token,
         caps,
+        outbox: Default::default(),
     };
     Ok((params, sink))
 }

@@ -4,7 +4,10 @@
 //! to the client's stream, and a 2025-11-25 client outside a task answers
 //! questions on its own stream.
 
+use std::sync::OnceLock;
+
 use serde_json::{json, Value};
+use tokio::sync::mpsc;
 
 use crate::jsonrpc::{code, JsonRpcError};
 use crate::peer::Peer;
@@ -27,7 +30,14 @@ pub(crate) struct RunSink {
     /// transport keeps them (`ClientPeer::declared_capabilities`: stdio);
     /// `None` where nobody knows them (a 2025 client over HTTP).
     pub(crate) caps: Option<Value>,
+    /// The notifications on their way to the client's stream, in order,
+    /// by one task: made at the first.
+    pub(crate) outbox: OnceLock<mpsc::Sender<(String, Value)>>,
 }
+
+/// Notifications of one run waiting for a client that lags; past it they
+/// are dropped (progress and log messages are advisory).
+const OUTBOX: usize = 64;
 
 impl RunSink {
     /// The peer to ask questions on, when questions are relayed.
@@ -73,14 +83,34 @@ impl RunSink {
         if let (Some(peer), Some(token)) = (&self.peer, &self.client_token) {
             let mut params = params.clone();
             params["progressToken"] = token.clone();
-            tokio::spawn(peer.notify("notifications/progress".into(), params));
+            self.forward(peer, "notifications/progress".into(), params);
         }
     }
 
     /// Another notification of the upstream for this call (a log message).
     pub(crate) fn note(&self, method: String, params: Value) {
         if let Some(peer) = &self.peer {
-            tokio::spawn(peer.notify(method, params));
+            self.forward(peer, method, params);
+        }
+    }
+
+    /// Queue a notification for the client: one task sends them in order,
+    /// at most [`OUTBOX`] wait, and the rest are dropped while the client
+    /// does not read (a task each made memory and tasks grow without
+    /// bound under an upstream that reports fast).
+    fn forward(&self, peer: &Peer, method: String, params: Value) {
+        let outbox = self.outbox.get_or_init(|| {
+            let (tx, mut rx) = mpsc::channel::<(String, Value)>(OUTBOX);
+            let peer = peer.clone();
+            tokio::spawn(async move {
+                while let Some((method, params)) = rx.recv().await {
+                    peer.notify(method, params).await;
+                }
+            });
+            tx
+        });
+        if outbox.try_send((method, params)).is_err() {
+            tracing::debug!("the client lags: a notification of the upstream dropped");
         }
     }
 }
