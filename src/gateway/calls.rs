@@ -201,18 +201,24 @@ impl Calls {
         Ok(())
     }
 
-    /// The call parked under `key`, if `owner` parked it.
+    /// The call parked under `key`, if `owner` parked it. It still counts
+    /// as waiting (a question on its connection is not its) until
+    /// [`resumed`](Self::resumed): over stdio it may wait first for the
+    /// call active on its process to end.
     pub(crate) fn unpark(&self, key: &str, owner: Option<&str>) -> Option<UpstreamCall> {
         let mut parked = lock(&self.parked);
         if parked.by_key.get(key)?.owner.as_deref() != owner {
             return None;
         }
-        let call = parked.remove(key)?.call;
-        drop(parked);
+        parked.remove(key).map(|p| p.call)
+    }
+
+    /// `call`, unparked, runs again: what its connection asks now may be
+    /// its.
+    pub(crate) fn resumed(&self, call: &UpstreamCall) {
         if let Some(r) = lock(&self.running).get_mut(&(call.serial(), call.id())) {
             r.parked = false;
         }
-        Some(call)
     }
 
     fn take_any(&self, key: &str) -> Option<UpstreamCall> {

@@ -381,6 +381,7 @@ impl Shared {
                          expired, or the gateway restarted since it asked",
                     ));
                 };
+                self.calls.resumed(&call);
                 if answers_missing(&mut call, req) {
                     let questions = call.questions();
                     return self.park(call, owner, None, &req.method, questions);
@@ -439,6 +440,7 @@ impl Shared {
                             return Err(JsonRpcError::internal("the call was cancelled"));
                         }
                     }
+                    self.calls.resumed(&call);
                     if answers_missing(&mut call, req) {
                         // Answers still missing: the same questions again.
                         let questions = call.questions();

@@ -7,7 +7,7 @@ use mcp_task_layer::gateway::{ProxyConfig, UpstreamTarget};
 use mcp_task_layer::TaskPolicy;
 use serde_json::json;
 
-use crate::harness::{events_file, python, text, Gateway};
+use crate::harness::{event, events_file, python, text, Gateway};
 
 /// A call whose caller goes away (a client's cancel over stdio, a
 /// timeout, a disconnect) while the one process it was given starts again
@@ -111,4 +111,60 @@ async fn a_question_the_client_never_answers_does_not_hold_the_process() {
     assert!(said.contains("did not answer"), "{said}");
     let pid = text(&gw.call("pid", json!({})).await).to_owned();
     assert!(!pid.is_empty());
+}
+
+/// One process: call A waits for its client's answer there while call B
+/// runs on it. A's answer comes, so A waits for B to end before it goes
+/// on; B then asks its client a question, which is B's, not "one of two
+/// calls". Before, A counted as running again from its answer on, and
+/// B's question was refused as belonging to neither.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_waiting_to_resume_leaves_the_running_calls_questions_to_it() {
+    let (_dir, file) = events_file();
+    let Some(up) = python(&file) else { return };
+    let cfg = ProxyConfig::default()
+        .with_connect_wait(Duration::from_secs(10))
+        .with_upstream_processes(1)
+        .with_tool_policy("confirm_delete", TaskPolicy::Task)
+        .with_tool_policy("late_question", TaskPolicy::Sync);
+    let gw = Gateway::with_config(up, cfg).await;
+    let a = gw
+        .call("confirm_delete", json!({ "filename": "a.txt" }))
+        .await;
+    let a = a["taskId"].as_str().unwrap().to_owned();
+    let t = gw.status(&a, "input_required").await;
+    let key = t["inputRequests"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .next()
+        .unwrap()
+        .clone();
+    // B, a 2025-11-25 call that is no task: its question is relayed to its
+    // client (which answers "Grace").
+    let b = {
+        let gw = gw.as_owner("alice");
+        tokio::spawn(async move {
+            gw.send_with_peer(
+                "tools/call",
+                json!({ "name": "late_question", "arguments": { "seconds": 2 } }),
+                mcp_task_layer::Peer::new(crate::common::peer::TestPeer::default()),
+            )
+            .await
+        })
+    };
+    event(&file, "started late_question").await;
+    // A's answer: A waits for the process while B works, then asks.
+    gw.send26(
+        "tasks/update",
+        json!({ "taskId": a, "inputResponses": { key: { "action": "accept", "content": { "confirm": true } } } }),
+        true,
+    )
+    .await;
+    let b = b.await.unwrap();
+    assert_eq!(text(crate::common::ok(&b)), "Hello, Grace!");
+    assert_eq!(
+        text(&gw.status(&a, "completed").await["result"]),
+        "Deleted a.txt."
+    );
 }

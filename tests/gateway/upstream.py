@@ -185,6 +185,16 @@ async def confirm_delete(filename: str, ctx: Context) -> str:
     return f"Kept {filename}."
 
 
+@mcp.tool(description="Work `seconds`, then ask for a name (one elicitation) and greet.", structured_output=False)
+async def late_question(ctx: Context, seconds: float = 1) -> str:
+    started("late_question")
+    await asyncio.sleep(seconds)
+    answer = await ctx.elicit("Your name?", UserName)
+    if answer.action != "accept":
+        return "No name."
+    return f"Hello, {answer.data.name}!"
+
+
 @mcp.tool(description="Ask two elicitations at once (`name`, then `confirm`).", structured_output=False)
 async def multi_input(ctx: Context) -> str:
     started("multi_input")
