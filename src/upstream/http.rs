@@ -32,6 +32,9 @@ const LAST_EVENT_ID: &str = "last-event-id";
 const MAX_IDLE_RESUMES: u32 = 3;
 /// The longest wait before resuming, whatever the upstream asks.
 const MAX_RETRY: Duration = Duration::from_secs(5);
+/// The wait before the session's GET stream is opened again after it
+/// ended: the first, and the longest (doubling between them).
+const LISTEN_BACKOFF: (Duration, Duration) = (Duration::from_millis(100), Duration::from_secs(30));
 
 /// One upstream endpoint and the session the handshake opened.
 struct Wire {
@@ -231,7 +234,13 @@ impl Wire {
         Ok(resp.into_body())
     }
 
-    fn deliver(&self, link: &Arc<Link>, bytes: &[u8], related: Option<u64>, initialize: bool) {
+    fn deliver(
+        self: &Arc<Self>,
+        link: &Arc<Link>,
+        bytes: &[u8],
+        related: Option<u64>,
+        initialize: bool,
+    ) {
         if initialize {
             let version = serde_json::from_slice::<Value>(bytes).ok().and_then(|m| {
                 m.pointer("/result/protocolVersion")
@@ -242,17 +251,10 @@ impl Wire {
                 *lock(&self.version) = Some(v);
                 // What the upstream sends outside any request comes on a
                 // GET stream, once the session exists.
-                tokio::spawn(listen(Arc::clone(link), self.get_request()));
+                tokio::spawn(listen(Arc::clone(self), Arc::clone(link)));
             }
         }
         link.deliver_related(bytes, &*self.sink, related);
-    }
-
-    fn get_request(&self) -> GetStream {
-        let req = self
-            .request(Method::GET, "text/event-stream", Vec::new())
-            .ok()?;
-        Some((self.client.clone(), req, Arc::clone(&self.sink)))
     }
 
     /// Request `id` failed: its waiter learns why (a later answer is
@@ -277,29 +279,52 @@ impl Wire {
     }
 }
 
-type GetStream = Option<(
-    Client<HttpConnector, Full<Bytes>>,
-    Request<Full<Bytes>>,
-    Arc<dyn InboundSink>,
-)>;
-
-/// The session's GET stream, until it or the link ends (an upstream
-/// without one answers 405: nothing to listen to).
-async fn listen(link: Arc<Link>, get: GetStream) {
-    let Some((client, req, sink)) = get else {
-        return;
-    };
-    let Ok(resp) = client.request(req).await else {
-        return;
-    };
-    if !resp.status().is_success() {
-        return;
-    }
+/// The session's GET stream, opened again whenever it ends (the upstream,
+/// or a proxy between, may close an idle stream), resumed after the last
+/// event it gave, until the link ends. An upstream without one answers 405:
+/// nothing to listen to.
+async fn listen(wire: Arc<Wire>, link: Arc<Link>) {
     let mut decoder = EventDecoder::new(MAX_MESSAGE);
-    each_event(resp.into_body(), &mut decoder, &link, None, |data| {
-        link.deliver_related(data, &*sink, None);
-    })
-    .await;
+    let mut backoff = LISTEN_BACKOFF.0;
+    loop {
+        let Ok(mut req) = wire.request(Method::GET, "text/event-stream", Vec::new()) else {
+            return;
+        };
+        if let Some(last) = decoder.last_event_id() {
+            if let Ok(value) = HeaderValue::from_str(last) {
+                req.headers_mut().insert(LAST_EVENT_ID, value);
+            }
+        }
+        let opened = tokio::select! {
+            r = wire.client.request(req) => r.ok(),
+            () = link.closed() => return,
+        };
+        match opened {
+            Some(resp) if resp.status() == StatusCode::METHOD_NOT_ALLOWED => return,
+            Some(resp) if resp.status().is_success() => {
+                let mut heard = false;
+                let ended = each_event(resp.into_body(), &mut decoder, &link, None, |data| {
+                    heard = true;
+                    link.deliver_related(data, &*wire.sink, None);
+                })
+                .await;
+                if let Ended::Closed = ended {
+                    return;
+                }
+                // A stream that gave something is opened again soon; one
+                // that ends at once each time, ever more slowly.
+                if heard {
+                    backoff = LISTEN_BACKOFF.0;
+                }
+            }
+            _ => {}
+        }
+        tokio::select! {
+            () = tokio::time::sleep(backoff) => {}
+            () = link.closed() => return,
+        }
+        backoff = (backoff * 2).min(LISTEN_BACKOFF.1);
+    }
 }
 
 /// How an event stream ended.

@@ -201,18 +201,29 @@ async fn a_stream_closed_before_its_answer_is_resumed_after_the_last_event() {
     event(&file, "finished hop").await;
 }
 
-/// An upstream that answers `tools/call` of `hang` with an SSE stream it
-/// never ends or writes to, as the TypeScript SDK leaves the stream of a
-/// request it was told to cancel; it counts those streams still open.
-/// A bare HTTP/1.1 server: one request at a time per connection.
-async fn hanging_upstream() -> (UpstreamTarget, Arc<AtomicUsize>) {
+/// What the bare upstream below has done.
+#[derive(Default)]
+struct Fake {
+    /// `tools/call` streams still open.
+    open: AtomicUsize,
+    /// `GET` streams opened.
+    gets: AtomicUsize,
+}
+
+/// A bare HTTP/1.1 MCP upstream, one request at a time per connection. It
+/// answers `tools/call` of `hang` with an SSE stream it never ends or
+/// writes to, as the TypeScript SDK leaves the stream of a request it was
+/// told to cancel. Its first `GET` stream ends at once (as a proxy closing
+/// an idle stream would); the next says `notifications/tools/list_changed`
+/// and its tools are `second` from then on (`first` before).
+async fn fake_upstream() -> (UpstreamTarget, Arc<Fake>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/mcp", listener.local_addr().unwrap());
-    let open = Arc::new(AtomicUsize::new(0));
-    let streams = Arc::clone(&open);
+    let fake = Arc::new(Fake::default());
+    let state = Arc::clone(&fake);
     tokio::spawn(async move {
         while let Ok((conn, _)) = listener.accept().await {
-            tokio::spawn(serve_hanging(conn, Arc::clone(&streams)));
+            tokio::spawn(serve_fake(conn, Arc::clone(&state)));
         }
     });
     (
@@ -220,11 +231,13 @@ async fn hanging_upstream() -> (UpstreamTarget, Arc<AtomicUsize>) {
             url,
             headers: vec![],
         },
-        open,
+        fake,
     )
 }
 
-async fn serve_hanging(conn: tokio::net::TcpStream, open: Arc<AtomicUsize>) {
+async fn serve_fake(conn: tokio::net::TcpStream, fake: Arc<Fake>) {
+    const SSE: &[u8] =
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n";
     let mut conn = tokio::io::BufReader::new(conn);
     loop {
         // The head, then a body of Content-Length bytes.
@@ -247,6 +260,19 @@ async fn serve_hanging(conn: tokio::net::TcpStream, open: Arc<AtomicUsize>) {
         if conn.read_exact(&mut body).await.is_err() {
             return;
         }
+        if head.starts_with("GET") {
+            let _ = conn.write_all(SSE).await;
+            if fake.gets.fetch_add(1, Ordering::SeqCst) == 0 {
+                let _ = conn.write_all(b"0\r\n\r\n").await;
+                continue;
+            }
+            let event =
+                "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}\n\n";
+            let chunk = format!("{:x}\r\n{event}\r\n", event.len());
+            let _ = conn.write_all(chunk.as_bytes()).await;
+            let _ = conn.read_to_end(&mut Vec::new()).await;
+            return;
+        }
         if !head.starts_with("POST") {
             let _ = conn
                 .write_all(b"HTTP/1.1 405 Method Not Allowed\r\ncontent-length: 0\r\n\r\n")
@@ -257,24 +283,26 @@ async fn serve_hanging(conn: tokio::net::TcpStream, open: Arc<AtomicUsize>) {
         let result = match msg["method"].as_str().unwrap_or_default() {
             "initialize" => json!({
                 "protocolVersion": "2025-11-25",
-                "capabilities": { "tools": {} },
-                "serverInfo": { "name": "hanging", "version": "1" }
+                "capabilities": { "tools": { "listChanged": true } },
+                "serverInfo": { "name": "fake", "version": "1" }
             }),
             "tools/list" => {
-                json!({ "tools": [{ "name": "hang", "inputSchema": { "type": "object" } }] })
+                let name = if fake.gets.load(Ordering::SeqCst) > 1 {
+                    "second"
+                } else {
+                    "first"
+                };
+                json!({ "tools": [
+                    { "name": "hang", "inputSchema": { "type": "object" } },
+                    { "name": name, "inputSchema": { "type": "object" } }
+                ] })
             }
             "tools/call" => {
-                let _ = conn
-                    .write_all(
-                        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\
-                          transfer-encoding: chunked\r\n\r\n",
-                    )
-                    .await;
-                open.fetch_add(1, Ordering::SeqCst);
+                let _ = conn.write_all(SSE).await;
+                fake.open.fetch_add(1, Ordering::SeqCst);
                 // Until the gateway closes the connection.
-                let mut rest = Vec::new();
-                let _ = conn.read_to_end(&mut rest).await;
-                open.fetch_sub(1, Ordering::SeqCst);
+                let _ = conn.read_to_end(&mut Vec::new()).await;
+                fake.open.fetch_sub(1, Ordering::SeqCst);
                 return;
             }
             _ if msg.get("id").is_none() => {
@@ -294,6 +322,32 @@ async fn serve_hanging(conn: tokio::net::TcpStream, open: Arc<AtomicUsize>) {
     }
 }
 
+/// The session's `GET` stream ends (the upstream or a proxy between closes
+/// it): the gateway opens it again, and what the upstream says there later
+/// (its tools changed) still arrives. Before, the stream was opened once,
+/// and every notification after its end was lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sessions_stream_is_opened_again_when_it_ends() {
+    let (up, fake) = fake_upstream().await;
+    let gw = Gateway::start(up, &[]).await;
+    // Bounded: 10 s.
+    for _ in 0..200 {
+        let tools = gw.send("tools/list", json!({})).await;
+        let names: Vec<String> = common::ok(&tools)["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|t| t["name"].as_str().map(str::to_owned))
+            .collect();
+        if names.iter().any(|n| n == "second") {
+            assert!(fake.gets.load(Ordering::SeqCst) >= 2);
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the tools never changed: the stream was not opened again");
+}
+
 /// An upstream that never ends the answer stream of a request it was told
 /// to cancel (the TypeScript SDK sends no answer then): the gateway stops
 /// reading the stream when it stops waiting, and its connection closes.
@@ -301,7 +355,7 @@ async fn serve_hanging(conn: tokio::net::TcpStream, open: Arc<AtomicUsize>) {
 /// life of the upstream's session.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_calls_answer_stream_is_closed_though_the_upstream_never_ends_it() {
-    let (up, open) = hanging_upstream().await;
+    let (up, fake) = fake_upstream().await;
     let gw = Gateway::start(up, &[("hang", TaskPolicy::Task)]).await;
     let mut tasks = Vec::new();
     for _ in 0..3 {
@@ -310,15 +364,18 @@ async fn a_cancelled_calls_answer_stream_is_closed_though_the_upstream_never_end
     }
     // Bounded waits: 10 s each.
     let settle = |want: usize| {
-        let open = Arc::clone(&open);
+        let fake = Arc::clone(&fake);
         async move {
             for _ in 0..200 {
-                if open.load(Ordering::SeqCst) == want {
+                if fake.open.load(Ordering::SeqCst) == want {
                     return;
                 }
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
-            panic!("{} streams open, not {want}", open.load(Ordering::SeqCst));
+            panic!(
+                "{} streams open, not {want}",
+                fake.open.load(Ordering::SeqCst)
+            );
         }
     };
     settle(3).await;
