@@ -89,7 +89,9 @@ impl ResultText {
 /// wanted.
 struct Waiter {
     tx: oneshot::Sender<Answer>,
-    abandoned: CancellationToken,
+    /// Made when a stream asks for it (Streamable HTTP), not for every
+    /// request.
+    abandoned: Option<CancellationToken>,
 }
 
 /// Forgets its request unless disarmed: a caller that drops the wait for an
@@ -179,7 +181,7 @@ impl Link {
             if self.closed.is_cancelled() {
                 return Err(self.gone());
             }
-            let abandoned = CancellationToken::new();
+            let abandoned = None;
             waiting.insert(id, Waiter { tx, abandoned });
         }
         let mut forget = ForgetOnDrop {
@@ -222,8 +224,8 @@ impl Link {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .remove(&id);
-        if let Some(w) = gone {
-            w.abandoned.cancel();
+        if let Some(token) = gone.and_then(|w| w.abandoned) {
+            token.cancel();
         }
     }
 
@@ -233,8 +235,12 @@ impl Link {
         self.waiting
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .get(&id)
-            .map(|w| w.abandoned.clone())
+            .get_mut(&id)
+            .map(|w| {
+                w.abandoned
+                    .get_or_insert_with(CancellationToken::new)
+                    .clone()
+            })
     }
 
     /// Answer the upstream's request `id`.
