@@ -26,7 +26,9 @@ async fn a_cancel_that_could_name_two_requests_stops_neither_and_each_end_forget
             json!({ "name": "slow_compute", "arguments": { "seconds": seconds, "label": label } });
         tokio::spawn(async move { gw.send_with_id(2, "tools/call", args).await })
     };
-    let first = call(1.5, "first");
+    // Long enough for the second to start on a process of its own, even
+    // on a loaded host.
+    let first = call(6.0, "first");
     let second = call(60.0, "second");
     // Both running upstream (bounded: 30 s).
     for _ in 0..600 {
@@ -43,7 +45,7 @@ async fn a_cancel_that_could_name_two_requests_stops_neither_and_each_end_forget
     gw.notify("notifications/cancelled", json!({ "requestId": 2 }))
         .await;
     let done = first.await.unwrap();
-    assert_eq!(text(common::ok(&done)), "computed first in 1.5s");
+    assert_eq!(text(common::ok(&done)), "computed first in 6s");
     // The first's end forgot its own watch only: the second's cancel now
     // names one request, and reaches it.
     assert_eq!(gw.proxy.cancellable_requests(), 1);
@@ -71,23 +73,26 @@ async fn a_task_that_expires_while_its_call_waits_cancels_the_call_upstream() {
     let created = gw
         .send(
             "tools/call",
-            json!({ "name": "confirm_delete", "arguments": { "filename": "e.txt" }, "task": { "ttl": 2000 } }),
+            json!({ "name": "confirm_delete", "arguments": { "filename": "e.txt" }, "task": { "ttl": 6000 } }),
         )
         .await;
     let task = common::ok(&created)["task"]["taskId"]
         .as_str()
         .unwrap()
         .to_owned();
-    // Bounded: 10 s.
-    for _ in 0..200 {
+    // Bounded: 5 s, within the TTL.
+    let mut status = json!(null);
+    for _ in 0..100 {
         let got = gw.send("tasks/get", json!({ "taskId": task })).await;
-        if common::ok(&got)["status"] == "input_required" {
+        status = common::ok(&got)["status"].clone();
+        if status == "input_required" {
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    assert_eq!(status, "input_required");
     assert_eq!(gw.proxy.calls_in_flight().1, 1, "its call waits");
-    // Expired after 2 s, reaped within the next second.
+    // Expired after 6 s, reaped within the next second.
     event(&file, "cancelled confirm_delete e.txt").await;
     for _ in 0..200 {
         if gw.proxy.calls_in_flight() == (0, 0) {
