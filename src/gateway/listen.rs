@@ -129,7 +129,9 @@ impl Listeners {
     /// connection; the connection's serial.
     async fn upstream_request(&self, method: &str, params: Value) -> Result<u64, JsonRpcError> {
         let (link, _) = self.upstream.session(self.connect_wait).await?;
-        link.request(method, params).await.map(|_| link.serial)
+        bounded(self.connect_wait, method, link.request(method, params))
+            .await
+            .map(|_| link.serial)
     }
 
     /// Every resource some client wants: the streams' and the sessions'.
@@ -182,9 +184,9 @@ impl Listeners {
                     let _turn = listeners.changing.lock().await;
                     if *lock(&listeners.subscribed_on) != Some(link.serial) {
                         for uri in listeners.wanted() {
-                            if let Err(e) = link
-                                .request("resources/subscribe", json!({ "uri": uri }))
-                                .await
+                            let subscribe = "resources/subscribe";
+                            let asked = link.request(subscribe, json!({ "uri": uri }));
+                            if let Err(e) = bounded(listeners.connect_wait, subscribe, asked).await
                             {
                                 tracing::warn!(%uri, error = %e.message, "could not subscribe to a resource again on the upstream's new connection");
                             }
@@ -375,6 +377,23 @@ impl Listeners {
             self.keep();
         }
     }
+}
+
+/// The upstream's answer to `method`, waited for `wait` at most: every
+/// change of the subscriptions waits its turn meanwhile.
+async fn bounded<T>(
+    wait: Duration,
+    method: &str,
+    answer: impl std::future::Future<Output = Result<T, JsonRpcError>>,
+) -> Result<T, JsonRpcError> {
+    tokio::time::timeout(wait, answer)
+        .await
+        .unwrap_or_else(|_| {
+            Err(JsonRpcError::internal(format!(
+                "the upstream did not answer {method} within {} s",
+                wait.as_secs_f32()
+            )))
+        })
 }
 
 fn session_wants(uris: &Mutex<HashSet<String>>, notice: &Notice) -> bool {

@@ -203,7 +203,7 @@ async fn a_stream_closed_before_its_answer_is_resumed_after_the_last_event() {
 
 /// What the bare upstream below has done.
 #[derive(Default)]
-struct Fake {
+pub(crate) struct Fake {
     /// `tools/call` streams still open.
     open: AtomicUsize,
     /// `GET` streams opened.
@@ -213,10 +213,11 @@ struct Fake {
 /// A bare HTTP/1.1 MCP upstream, one request at a time per connection. It
 /// answers `tools/call` of `hang` with an SSE stream it never ends or
 /// writes to, as the TypeScript SDK leaves the stream of a request it was
-/// told to cancel. Its first `GET` stream ends at once (as a proxy closing
+/// told to cancel, and `resources/subscribe` likewise (it never answers).
+/// Its first `GET` stream ends at once (as a proxy closing
 /// an idle stream would); the next says `notifications/tools/list_changed`
 /// and its tools are `second` from then on (`first` before).
-async fn fake_upstream() -> (UpstreamTarget, Arc<Fake>) {
+pub(crate) async fn fake_upstream() -> (UpstreamTarget, Arc<Fake>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/mcp", listener.local_addr().unwrap());
     let fake = Arc::new(Fake::default());
@@ -283,7 +284,7 @@ async fn serve_fake(conn: tokio::net::TcpStream, fake: Arc<Fake>) {
         let result = match msg["method"].as_str().unwrap_or_default() {
             "initialize" => json!({
                 "protocolVersion": "2025-11-25",
-                "capabilities": { "tools": { "listChanged": true } },
+                "capabilities": { "tools": { "listChanged": true }, "resources": { "subscribe": true } },
                 "serverInfo": { "name": "fake", "version": "1" }
             }),
             "tools/list" => {
@@ -297,7 +298,7 @@ async fn serve_fake(conn: tokio::net::TcpStream, fake: Arc<Fake>) {
                     { "name": name, "inputSchema": { "type": "object" } }
                 ] })
             }
-            "tools/call" => {
+            "tools/call" | "resources/subscribe" => {
                 let _ = conn.write_all(SSE).await;
                 fake.open.fetch_add(1, Ordering::SeqCst);
                 // Until the gateway closes the connection.

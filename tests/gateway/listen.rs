@@ -349,3 +349,33 @@ async fn a_listen_request_is_checked_before_anything_is_subscribed() {
         "nothing subscribed upstream"
     );
 }
+
+/// An upstream that never answers `resources/subscribe`: the stream that
+/// asked for the resource is acknowledged without it once the gateway
+/// stops waiting (its connect wait), and the next stream is served too.
+/// Before, the subscribe waited for ever while holding the turn of every
+/// change, and no stream asking for a resource was acknowledged again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_that_never_answers_a_subscribe_holds_no_stream_for_ever() {
+    let (up, _fake) = crate::http::fake_upstream().await;
+    let cfg =
+        mcp_task_layer::gateway::ProxyConfig::default().with_connect_wait(Duration::from_secs(1));
+    let gw = Gateway::with_config(up, cfg).await;
+    for _ in 0..2 {
+        let mut c = client(false);
+        let params = json!({
+            "notifications": { "resourceSubscriptions": ["memo://never"] },
+            "_meta": common::meta(true),
+        });
+        let gw = gw.as_owner("alice");
+        let peer = c.peer.clone();
+        tokio::spawn(async move {
+            gw.send_with_peer("subscriptions/listen", params, peer)
+                .await
+        });
+        let (method, ack) = c.next().await;
+        assert_eq!(method, "notifications/subscriptions/acknowledged");
+        assert_eq!(ack["notifications"], json!({}), "not subscribed: {ack}");
+        c.gone.cancel();
+    }
+}
