@@ -58,3 +58,17 @@ pub async fn send_with_peer(
     }
     c.svc.clone().oneshot(req).await.unwrap()
 }
+
+/// A client end that takes nothing: every request and notification sent
+/// to it waits for ever (a client that stopped reading its stream).
+#[derive(Clone, Copy, Default)]
+pub struct Unresponsive;
+
+impl ClientPeer for Unresponsive {
+    fn request(&self, _: String, _: Value) -> BoxFuture<'static, Result<Value, JsonRpcError>> {
+        Box::pin(std::future::pending())
+    }
+    fn notify(&self, _: String, _: Value) -> BoxFuture<'static, ()> {
+        Box::pin(std::future::pending())
+    }
+}

@@ -59,30 +59,6 @@ async fn a_call_dropped_while_its_process_starts_gives_the_process_back() {
     assert!(!again.is_empty() && again != pid, "{again} after {pid}");
 }
 
-/// A client that never answers.
-#[derive(Clone)]
-struct Silent;
-
-impl mcp_task_layer::ClientPeer for Silent {
-    fn request(
-        &self,
-        _: String,
-        _: serde_json::Value,
-    ) -> mcp_task_layer::store::BoxFuture<
-        'static,
-        Result<serde_json::Value, mcp_task_layer::JsonRpcError>,
-    > {
-        Box::pin(std::future::pending())
-    }
-    fn notify(
-        &self,
-        _: String,
-        _: serde_json::Value,
-    ) -> mcp_task_layer::store::BoxFuture<'static, ()> {
-        Box::pin(async {})
-    }
-}
-
 /// A question relayed to a 2025-11-25 client on a call that is no task
 /// waits for its answer no longer than a parked call would: then the
 /// upstream is told the client did not answer, the call ends, and its
@@ -102,7 +78,7 @@ async fn a_question_the_client_never_answers_does_not_hold_the_process() {
     let asked = gw.send_with_peer(
         "tools/call",
         json!({ "name": "confirm_delete", "arguments": { "filename": "x.txt" } }),
-        mcp_task_layer::Peer::new(Silent),
+        mcp_task_layer::Peer::new(crate::common::peer::Unresponsive),
     );
     let r = tokio::time::timeout(Duration::from_secs(20), asked)
         .await

@@ -42,30 +42,6 @@ async fn a_call_asks_for_progress_only_where_it_has_somewhere_to_go() {
     assert!(asked[2].starts_with("progress mcp-tasks-"), "{asked:?}");
 }
 
-/// A client whose stream takes nothing: every notification waits for ever.
-#[derive(Clone)]
-struct Stuck;
-
-impl mcp_task_layer::ClientPeer for Stuck {
-    fn request(
-        &self,
-        _: String,
-        _: serde_json::Value,
-    ) -> mcp_task_layer::store::BoxFuture<
-        'static,
-        Result<serde_json::Value, mcp_task_layer::JsonRpcError>,
-    > {
-        Box::pin(std::future::pending())
-    }
-    fn notify(
-        &self,
-        _: String,
-        _: serde_json::Value,
-    ) -> mcp_task_layer::store::BoxFuture<'static, ()> {
-        Box::pin(std::future::pending())
-    }
-}
-
 /// An upstream that reports progress fast to a client that reads nothing:
 /// what waits for the client is bounded (one task, a short queue, the
 /// rest dropped) and the call still ends. Before, each notification was a
@@ -85,7 +61,7 @@ async fn progress_for_a_client_that_reads_nothing_is_bounded() {
         .send_with_peer(
             "tools/call",
             json!({ "name": "long", "arguments": { "seconds": 1, "steps": 300 }, "_meta": { "progressToken": "p" } }),
-            mcp_task_layer::Peer::new(Stuck),
+            mcp_task_layer::Peer::new(crate::common::peer::Unresponsive),
         )
         .await;
     assert_eq!(
