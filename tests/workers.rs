@@ -94,6 +94,30 @@ async fn a_queued_task_waits_for_a_worker_then_completes_on_it() {
     assert_eq!(worker.drain().await, DrainReport::default());
 }
 
+/// The worker's loop is a task of the runtime, but it belongs to the
+/// future of `TaskWorker::run`: dropping that future stops the loop, which
+/// claims nothing more.
+#[tokio::test(start_paused = true)]
+async fn dropping_the_future_of_a_workers_run_stops_the_worker() {
+    let layer = queued(MemoryStore::new(), Recovery::Fail);
+    let mut front = Client::new(layer.clone());
+    let Worker { seen, stop, done } = Worker::start(&layer, 4, None);
+    let first = front.start("slow", json!({ "ms": 5000 })).await;
+    front.wait_for(&first, TaskStatus::Completed).await;
+    done.abort();
+    assert!(done.await.unwrap_err().is_cancelled());
+    let second = front.start("slow", json!({ "ms": 5000 })).await;
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert_eq!(
+        front.get_ok(&second).await["status"],
+        "working",
+        "no worker claimed it"
+    );
+    assert_eq!(seen.calls("slow"), 1);
+    // Not sent: a drain would stop the loop too.
+    drop(stop);
+}
+
 /// `Auto { within }` keeps its meaning: a worker that finishes within the
 /// window gives a synchronous answer (R19: the result a synchronous call
 /// would have had); one that does not gives a task.

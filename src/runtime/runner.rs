@@ -171,9 +171,34 @@ impl Engine {
         } = run;
         let grace = self.cfg.cancel_grace;
         let mut cancelled_at: Option<tokio::time::Instant> = None;
-        // The handler runs as a task of its own, so a panic in it fails
-        // the task instead of leaving it `working` forever.
-        let mut handler = tokio::spawn(first);
+        let mut first = first;
+        // A handler that answers on its first poll (a panic in it reads as
+        // the handler dying) is written here: no task of its own, no
+        // heartbeat. A worker's run is already a task of its own, as a
+        // runner is (`drive` does the same for inline runs).
+        let ready = if token.is_cancelled() {
+            None
+        } else {
+            poll_once(&mut first).await
+        };
+        // Otherwise the handler runs as a task of its own, so a panic in
+        // it fails the task instead of leaving it `working` forever.
+        let mut handler = match ready {
+            None => tokio::spawn(first),
+            Some(out) => {
+                drop(first);
+                let next = self
+                    .settle(&id, out, &local, fence, &mut state_only, known.take())
+                    .await;
+                if let Some(at) = resumed_at.take() {
+                    crate::metrics::resumed(at.elapsed());
+                }
+                match next {
+                    AfterSettle::Done => return,
+                    AfterSettle::Reinvoke(req) => tokio::spawn(svc.clone().oneshot(req)),
+                }
+            }
+        };
         let period = self.cfg.heartbeat_period();
         let mut beat = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
         beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::task::{JoinHandle, JoinSet};
+use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 use tower_service::Service;
 use tracing::{info, warn, Instrument};
@@ -176,12 +177,33 @@ where
     /// hand back the tasks of those still running by the layer's recovery
     /// policy (runnable again at once, or failed with a message that says
     /// the server shut down) instead of leaving them to their lease.
+    ///
+    /// The worker's loop is a task of the runtime `run` is called on (the
+    /// future `run` returns only waits for it and tells it to drain): the
+    /// runs it starts and the claim rounds it waits for are then woken on
+    /// the runtime's own threads, not on a thread blocked in `block_on`
+    /// (as under `#[tokio::main]`), which cost two thread wake-ups per run.
+    /// Dropping the future `run` returns stops the loop and its runs, as
+    /// before.
     pub async fn run(self, shutdown: impl Future<Output = ()>, deadline: Duration) -> DrainReport {
+        let stop = CancellationToken::new();
+        let mut worker = AbortOnDrop(tokio::spawn(
+            self.work(stop.clone(), deadline).in_current_span(),
+        ));
+        tokio::select! {
+            done = &mut worker.0 => return joined(done),
+            () = shutdown => stop.cancel(),
+        }
+        joined((&mut worker.0).await)
+    }
+
+    /// [`run`](Self::run)'s loop, until `stop` is cancelled, then the drain.
+    async fn work(self, stop: CancellationToken, deadline: Duration) -> DrainReport {
         let engine = Arc::clone(&self.engine);
         engine.ensure_background();
         let mut runs: JoinSet<()> = JoinSet::new();
         let mut claimed: HashMap<tokio::task::Id, Claimed> = HashMap::new();
-        let mut shutdown = std::pin::pin!(shutdown);
+        let mut shutdown = std::pin::pin!(stop.cancelled());
         // One claim round at a time, in the background: runs that end while
         // it is out are claimed for together by the next one.
         let mut round: Option<JoinHandle<Round>> = None;
@@ -391,5 +413,26 @@ where
                 fence,
             },
         );
+    }
+}
+
+/// The worker's loop task, aborted (with the runs it holds) if the future
+/// of [`TaskWorker::run`] is dropped before it ends.
+struct AbortOnDrop(JoinHandle<DrainReport>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// The loop's report; a panic in it goes on in the caller, as when the
+/// loop ran in the caller's future.
+fn joined(done: Result<DrainReport, tokio::task::JoinError>) -> DrainReport {
+    match done {
+        Ok(report) => report,
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        // Cancelled: the runtime is shutting down.
+        Err(_) => DrainReport::default(),
     }
 }

@@ -3,7 +3,7 @@
 //! its caller told its own answer; a replace puts a record stored by an
 //! older version (without the operator's indexes) in every index.
 
-use mcp_task_layer::store::{OperatorStore, TaskQuery};
+use mcp_task_layer::store::{Lease, OperatorStore, TaskQuery};
 use mcp_task_layer::TaskStatus;
 
 use super::common::redis_db::{connection, url, Prefixes};
@@ -147,6 +147,76 @@ async fn redis_replace_indexes_a_record_an_older_version_stored() {
         1,
         "in its tool's"
     );
+    p.drop_all().await;
+}
+
+/// A task key's TTL is set by the writes that change the record's expiry
+/// or `updated_at_ms`; a claim or a lease renewal (neither changes) leaves
+/// it, one command fewer per claim.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_a_lease_write_leaves_the_key_ttl() {
+    let Some(url) = url() else { return };
+    let p = Prefixes::new(&url, "batchttl");
+    let prefix = p.next();
+    let store = p.store(&prefix).await;
+    let day: i64 = 86_400_000;
+    let first = record("t1", None, T0, Some(day.unsigned_abs()));
+    store.create(first.clone()).await.unwrap();
+    let key = format!("{prefix}:task:{{t1}}");
+    let mut conn = connection(&url).await;
+    let (probe_key, probe) = (key.clone(), conn.clone());
+    let pttl = move || {
+        let (key, mut conn) = (probe_key.clone(), probe.clone());
+        async move {
+            ::redis::cmd("PTTL")
+                .arg(key)
+                .query_async::<i64>(&mut conn)
+                .await
+                .unwrap()
+        }
+    };
+    assert!(
+        pttl().await > day,
+        "the create sets it: the day and a margin"
+    );
+    let () = ::redis::cmd("PEXPIRE")
+        .arg(&key)
+        .arg(5_000_000)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+
+    let mut leased = first.clone();
+    leased.version = 2;
+    leased.lease = Some(Lease {
+        holder: "worker".into(),
+        fence: 1,
+        until_ms: T0 + 30_000,
+    });
+    store.replace(leased.clone(), 1).await.unwrap();
+    let mut renewed = leased.clone();
+    renewed.version = 3;
+    renewed.lease = Some(Lease {
+        until_ms: T0 + 60_000,
+        ..leased.lease.clone().unwrap()
+    });
+    store.replace(renewed.clone(), 2).await.unwrap();
+    let kept = pttl().await;
+    assert!(
+        (0..=5_000_000).contains(&kept),
+        "a claim and a renewal leave the TTL: {kept}"
+    );
+
+    store
+        .replace(renewed.next_version(T0 + 5), 3)
+        .await
+        .unwrap();
+    assert!(
+        pttl().await > day,
+        "a write that moves updated_at_ms sets it again"
+    );
+    let got = store.get("t1", T0 + 10).await.unwrap().unwrap();
+    assert_eq!(got.version, 4);
     p.drop_all().await;
 }
 
