@@ -22,7 +22,7 @@ use pin_project_lite::pin_project;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::{Instant, Sleep};
 
-use super::answer::Answer;
+use super::answer::{Answer, Chunk};
 use crate::jsonrpc::JsonRpcError;
 
 /// Where a connection is between requests, as its socket wrapper reads
@@ -293,13 +293,13 @@ impl Tracked {
 }
 
 impl http_body::Body for Tracked {
-    type Data = Bytes;
+    type Data = Chunk;
     type Error = axum::Error;
 
     fn poll_frame(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<http_body::Frame<Bytes>, axum::Error>>> {
+    ) -> Poll<Option<Result<http_body::Frame<Chunk>, axum::Error>>> {
         self.project().body.poll_frame(cx)
     }
 
