@@ -103,6 +103,10 @@ impl<'h> SeenHeaders<'h> {
     /// `to_str()`, `trim()` and `parse::<u64>()` read, on the bytes.
     pub(super) fn declared_length(&self) -> Option<u64> {
         let value = self.content_length?.as_bytes();
+        // The common value: up to 19 digits, nothing else.
+        if (1..20).contains(&value.len()) && value.iter().all(u8::is_ascii_digit) {
+            return Some(value.iter().fold(0, |n, &b| n * 10 + u64::from(b - b'0')));
+        }
         // `to_str` refuses anything but visible ASCII and tabs.
         if !value.iter().all(|&b| b == b'\t' || (32..127).contains(&b)) {
             return None;
