@@ -156,6 +156,13 @@ mod tests {
             format!(r#"{{"jsonrpc":"2.0","id":3,"method":"m","params":{{{meta},"_meta":{{"io.modelcontextprotocol/protocolVersion":"2025-11-25"}}}}}}"#),
             format!(r#"{{"jsonrpc":"2.0","id":4,"method":"m","params":{{"_meta":{{}},{meta}}}}}"#),
             format!(r#"{{"jsonrpc":"2.0","id":5,"method":"m","params":{{ {meta} }}}}"#),
+            // The compact order read without looking up member names, and
+            // its near misses, which the member-by-member scan reads.
+            r#"{"jsonrpc":"2.0","id":6,"method":"m"}"#.into(),
+            r#"{"jsonrpc":"2.0","id":-7,"method":"m","params":{}}"#.into(),
+            r#"{"jsonrpc":"2.0","id":"s","method":"m","params":{}}"#.into(),
+            r#"{"jsonrpc":"2.0","id":8,"method":"m","params":{} }"#.into(),
+            r#"{"jsonrpc":"2.0","id":11,"params":{},"method":"m"}"#.into(),
         ];
         for text in read {
             let bytes = Bytes::copy_from_slice(text.as_bytes());
@@ -186,6 +193,12 @@ mod tests {
             // A known key written with an escape is left to serde.
             r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":{"io.modelcontextprotocol\/protocolVersion":"v"}}}"#,
             r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":{"io.modelcontextprotocol/protocolVersion"#,
+            r#"{"jsonrpc":"2.0","id":9,"method":"m","params":{},"id":10}"#,
+            r#"{"jsonrpc":"2.0","id":1.5,"method":"m","params":{}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{}}x"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"m","params":[]}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"m",}"#,
             // A canonical `_meta` whose object does not end where it seems to.
             r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}"#,
             r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}x}}"#,
