@@ -218,11 +218,10 @@ impl Params {
         value_str_param(self.as_value(), key)
     }
 
-    /// Whether member `key` is an object (`task` is the one the layer asks
-    /// about; any other reads the tree).
     /// [`str_param`](Self::str_param)'s string as its UTF-8 bytes, if it
     /// is one: without the UTF-8 check a `&str` of the message costs, for
     /// a caller that compares it.
+    #[cfg(feature = "axum")]
     pub(crate) fn str_param_bytes(&self, key: &str) -> Option<&[u8]> {
         if let Repr::Message(m) = &self.repr {
             if let Some(Member::Str(text)) = m.facts.member(key) {
@@ -232,6 +231,8 @@ impl Params {
         self.str_param(key).as_str().map(str::as_bytes)
     }
 
+    /// Whether member `key` is an object (`task` is the one the layer asks
+    /// about; any other reads the tree).
     pub(crate) fn is_object_param(&self, key: &str) -> bool {
         match &self.repr {
             Repr::Message(m) if key == "task" => m.facts.task_is_object,
@@ -345,7 +346,6 @@ struct Facts {
     uri: Member<Text>,
 }
 
-/// A string of the message.
 impl Facts {
     /// The member the facts keep under `key`, if they keep it.
     fn member(&self, key: &str) -> Option<&Member<Text>> {
@@ -358,6 +358,7 @@ impl Facts {
     }
 }
 
+/// A string of the message.
 #[derive(Clone)]
 enum Text {
     At(Range<usize>),
@@ -388,6 +389,7 @@ impl Text {
     }
 
     /// [`get`](Self::get)'s bytes, not checked again as UTF-8.
+    #[cfg(feature = "axum")]
     fn bytes<'a>(&'a self, message: &'a [u8]) -> &'a [u8] {
         match self {
             Text::At(range) => message.get(range.clone()).unwrap_or_default(),
