@@ -16,6 +16,13 @@
 #   bash benches/http.sh                              # 3 rounds of 10 s per run, 2 wrk threads, 64 connections
 #   ROUNDS=1 DURATION=5s CONNS=32 bash benches/http.sh
 #   SERVER=/path/to/another/build/of/server bash benches/http.sh
+#   ORDER=abba bash benches/http.sh                   # each round: server, ceiling, ceiling, server
+#   WORKLOADS=get bash benches/http.sh                # `tasks/get` only
+#
+# ORDER=abba runs each side twice a round, mirrored, and takes the round's
+# ratio of the two sums: a host whose speed drifts during a round (this one
+# does, by up to 2x between runs) then weighs on both sides alike, where
+# the plain order (server, then ceiling) gives the drift to the ratio.
 #
 # Needs wrk (Debian: apt-get install -y wrk) and curl. Every server listens
 # on 127.0.0.1 only and is stopped at the end.
@@ -27,6 +34,8 @@ ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-10s}
 THREADS=${THREADS:-2}
 CONNS=${CONNS:-64}
+ORDER=${ORDER:-ab}
+WORKLOADS=${WORKLOADS:-get call}
 META='"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}'
 
 command -v wrk >/dev/null || { echo "wrk not found: apt-get install -y wrk" >&2; exit 1; }
@@ -86,14 +95,21 @@ rate() { # port, method, name, body → requests per second
 }
 median() { sort -g | awk '{v[NR]=$1} END {print (NR % 2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
 
-echo "wrk -t$THREADS -c$CONNS -d$DURATION, $ROUNDS rounds; answers: tasks/get $get_bytes bytes, tools/call $call_bytes bytes"
+echo "wrk -t$THREADS -c$CONNS -d$DURATION, $ROUNDS rounds, order $ORDER; answers: tasks/get $get_bytes bytes, tools/call $call_bytes bytes"
 for round in $(seq "$ROUNDS"); do
   echo "round $round, load average $(cut -d' ' -f1-3 /proc/loadavg)"
-  for workload in get call; do
+  for workload in $WORKLOADS; do
     if [ $workload = get ]; then args=(tasks/get "$task" "$GET_BODY"); ceiling=$((PORT + 1));
     else args=(tools/call greet "$CALL_BODY"); ceiling=$((PORT + 2)); fi
     s=$(rate "$PORT" "${args[@]}")
     c=$(rate "$ceiling" "${args[@]}")
+    if [ "$ORDER" = abba ]; then
+      c2=$(rate "$ceiling" "${args[@]}")
+      s2=$(rate "$PORT" "${args[@]}")
+      printf '  %-9s server %9.0f, %9.0f req/s  ceiling %9.0f, %9.0f req/s\n' "$workload" "$s" "$s2" "$c" "$c2"
+      s=$(echo "($s + $s2) / 2" | bc -l)
+      c=$(echo "($c + $c2) / 2" | bc -l)
+    fi
     echo "$s" >>"$dir/$workload.server"
     echo "$c" >>"$dir/$workload.ceiling"
     echo "$s / $c" | bc -l >>"$dir/$workload.ratio"
@@ -101,7 +117,7 @@ for round in $(seq "$ROUNDS"); do
       "$workload" "$s" "$c" "$(tail -1 "$dir/$workload.ratio")"
   done
 done
-for workload in get call; do
+for workload in $WORKLOADS; do
   s=$(median <"$dir/$workload.server")
   c=$(median <"$dir/$workload.ceiling")
   label=$([ $workload = get ] && echo "tasks/get (completed)" || echo "tools/call greet (Sync)")

@@ -11,6 +11,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use axum::body::{Body, Bytes, HttpBody};
+use bytes::Buf;
 use http_body::{Frame, SizeHint};
 
 /// An HTTP answer of the endpoint.
@@ -19,8 +20,10 @@ pub(super) type Response = axum::http::Response<Answer>;
 /// The body of an answer.
 #[derive(Debug)]
 pub(super) enum Answer {
-    /// A whole body, sent as one frame (`None` once sent).
-    Whole(Option<Bytes>),
+    /// A whole body, sent as one frame (`None` once sent): the buffer the
+    /// answer was written in, whatever its capacity (`Bytes::from` would
+    /// allocate for one larger than its length).
+    Whole(Option<Vec<u8>>),
     /// Any other body.
     Other(Body),
 }
@@ -36,22 +39,59 @@ impl Answer {
     }
 }
 
+/// A piece of an answer's body, as hyper writes it out.
+#[derive(Debug)]
+pub(super) enum Chunk {
+    /// Bytes of another body.
+    Shared(Bytes),
+    /// A whole answer's buffer, from the given place on.
+    Owned(Vec<u8>, usize),
+}
+
+impl Buf for Chunk {
+    fn remaining(&self) -> usize {
+        match self {
+            Chunk::Shared(bytes) => bytes.len(),
+            Chunk::Owned(buf, at) => buf.len().saturating_sub(*at),
+        }
+    }
+
+    fn chunk(&self) -> &[u8] {
+        match self {
+            Chunk::Shared(bytes) => bytes,
+            Chunk::Owned(buf, at) => buf.get(*at..).unwrap_or_default(),
+        }
+    }
+
+    fn advance(&mut self, n: usize) {
+        match self {
+            // Not past the end (where `Bytes` would panic).
+            Chunk::Shared(bytes) => bytes.advance(n.min(bytes.len())),
+            Chunk::Owned(buf, at) => *at = at.saturating_add(n).min(buf.len()),
+        }
+    }
+}
+
 /// An answer with any other body (see [`Answer::Other`]).
 pub(super) fn other(response: axum::response::Response) -> Response {
     response.map(Answer::Other)
 }
 
 impl HttpBody for Answer {
-    type Data = Bytes;
+    type Data = Chunk;
     type Error = axum::Error;
 
     fn poll_frame(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+    ) -> Poll<Option<Result<Frame<Chunk>, axum::Error>>> {
         match self.get_mut() {
-            Answer::Whole(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
-            Answer::Other(body) => Pin::new(body).poll_frame(cx),
+            Answer::Whole(buf) => {
+                Poll::Ready(buf.take().map(|b| Ok(Frame::data(Chunk::Owned(b, 0)))))
+            }
+            Answer::Other(body) => Pin::new(body)
+                .poll_frame(cx)
+                .map(|frame| frame.map(|frame| frame.map(|f| f.map_data(Chunk::Shared)))),
         }
     }
 

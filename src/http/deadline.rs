@@ -22,7 +22,7 @@ use pin_project_lite::pin_project;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::{Instant, Sleep};
 
-use super::answer::Answer;
+use super::answer::{Answer, Chunk};
 use crate::jsonrpc::JsonRpcError;
 
 /// Where a connection is between requests, as its socket wrapper reads
@@ -132,6 +132,8 @@ pin_project! {
         deadlines: Deadlines,
         timer: Pin<Box<Sleep>>,
         armed: Option<Instant>,
+        // The timer has this task's waker for its deadline.
+        registered: bool,
         // When the clock's phase began (see `ConnClock::waiting`).
         since: Instant,
         trip: Trip,
@@ -147,6 +149,7 @@ impl<T> Watched<T> {
             deadlines,
             timer: Box::pin(tokio::time::sleep_until(Instant::now())),
             armed: None,
+            registered: false,
             since: Instant::now(),
             trip: Trip::None,
             answer: Bytes::new(),
@@ -217,15 +220,24 @@ impl<T: AsyncRead + AsyncWrite> AsyncRead for Watched<T> {
             if this.armed.is_none_or(|armed| deadline < armed) {
                 this.timer.as_mut().reset(deadline);
                 *this.armed = Some(deadline);
+                *this.registered = false;
             }
-            // Polled on every wait, even when armed before: tokio's
-            // cooperative budget may have turned an earlier poll away
-            // before it registered this task's waker.
-            ready!(this.timer.as_mut().poll(cx));
+            // Polled once a deadline, outside tokio's cooperative budget
+            // (which could turn a poll away before it registers this task's
+            // waker), and then only once it has elapsed: a spawned task's
+            // waker is always the same, and a look at the timer's state is
+            // cheaper than a poll on every wait (twice a request).
+            if *this.registered && !this.timer.is_elapsed() {
+                return Poll::Pending;
+            }
+            let polled = Pin::new(&mut tokio::task::unconstrained(this.timer.as_mut())).poll(cx);
+            *this.registered = true;
+            ready!(polled);
             if *this.armed != Some(deadline) {
                 // Woken for a deadline that has moved since: wait for this one.
                 this.timer.as_mut().reset(deadline);
                 *this.armed = Some(deadline);
+                *this.registered = false;
                 continue;
             }
             *this.trip = if head {
@@ -293,13 +305,13 @@ impl Tracked {
 }
 
 impl http_body::Body for Tracked {
-    type Data = Bytes;
+    type Data = Chunk;
     type Error = axum::Error;
 
     fn poll_frame(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<http_body::Frame<Bytes>, axum::Error>>> {
+    ) -> Poll<Option<Result<http_body::Frame<Chunk>, axum::Error>>> {
         self.project().body.poll_frame(cx)
     }
 

@@ -6,7 +6,7 @@
 use axum::http::HeaderMap;
 use axum::http::StatusCode;
 
-use super::seen::{One, SeenHeaders};
+use super::seen::{readable, One, SeenHeaders};
 use crate::jsonrpc::JsonRpcError;
 
 /// The browser origins an endpoint serves; requests without `Origin` are
@@ -113,7 +113,12 @@ pub(super) fn admit(
         let error = JsonRpcError::invalid_request("the Origin header is not allowed");
         return Err((StatusCode::FORBIDDEN, error));
     }
-    if !single(headers.content_type).is_ok_and(|v| v.is_some_and(is_json)) {
+    let content_type = match headers.content_type {
+        // Its bytes, if readable: what `single` would give, not made a `&str`.
+        One::Once(value) if readable(value.as_bytes()) => Some(value.as_bytes()),
+        _ => None,
+    };
+    if !content_type.is_some_and(is_json) {
         let error = JsonRpcError::invalid_request("the Content-Type must be application/json");
         return Err((StatusCode::UNSUPPORTED_MEDIA_TYPE, error));
     }
@@ -121,10 +126,10 @@ pub(super) fn admit(
 }
 
 /// `application/json`, with any parameters (`charset=utf-8`, ...).
-fn is_json(content_type: &str) -> bool {
+fn is_json(content_type: &[u8]) -> bool {
     // A readable header value is visible ASCII (and tabs): its whitespace
     // is ASCII whitespace.
-    let media = content_type.as_bytes().split(|&b| b == b';').next();
+    let media = content_type.split(|&b| b == b';').next();
     media
         .unwrap_or_default()
         .trim_ascii()

@@ -22,7 +22,8 @@ use super::guard::{admit, AllowedOrigins};
 use super::headers::check_headers;
 use super::peer::{accept_answer, StreamPeer};
 use super::response::{
-    body_timed_out, outcome_response, refuse_identity, respond, respond_without_id, service_failed,
+    body_timed_out, outcome_response, refuse_identity, respond, respond_owned, respond_without_id,
+    service_failed,
 };
 use super::seen::SeenHeaders;
 use super::sse::serve_with_peer;
@@ -233,9 +234,17 @@ where
         // No peer for `tasks/get`: neither era sends the client anything while
         // answering one (see "Server→client messages" on `McpEndpoint`).
         if !accepts_event_stream || request.method == "tasks/get" {
-            let outcome = state.service.clone().oneshot(request).await;
+            // What `oneshot` does, without its state: that holds the
+            // service and the request, then the call's future, and moved
+            // the (large) future between them five times a request.
+            let mut service = state.service.clone();
+            let ready = std::future::poll_fn(|cx| service.poll_ready(cx).map_err(Into::into));
+            let outcome: Result<_, BoxError> = match ready.await {
+                Ok(()) => service.call(request).await.map_err(Into::into),
+                Err(e) => Err(e),
+            };
             let (status, response) = outcome_response(id, outcome, modern);
-            return respond(status, &response);
+            return respond_owned(status, response);
         }
         let peer = Arc::new(StreamPeer::new(Arc::clone(&state.pending)));
         let shared: Arc<StreamPeer> = Arc::clone(&peer);

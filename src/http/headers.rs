@@ -2,33 +2,35 @@
 
 use std::borrow::Cow;
 
-use super::seen::{One, SeenHeaders};
+use super::seen::{readable, One, SeenHeaders};
 use crate::jsonrpc::{code, JsonRpcError, JsonRpcRequest};
 
-/// The body value `Mcp-Name` must mirror, for the methods that have one.
-fn routed_name(request: &JsonRpcRequest) -> Option<&str> {
+/// The body value `Mcp-Name` must mirror, for the methods that have one
+/// (its UTF-8 bytes: it is compared, not read).
+fn routed_name(request: &JsonRpcRequest) -> Option<&[u8]> {
     let key = match request.method.as_str() {
         "tools/call" | "prompts/get" => "name",
         "resources/read" => "uri",
         "tasks/get" | "tasks/update" | "tasks/cancel" => "taskId",
         _ => return None,
     };
-    request.str_param(key).as_str()
+    request.params.as_ref()?.str_param_bytes(key)
 }
 
 fn mismatch(detail: &str) -> JsonRpcError {
     JsonRpcError::new(code::HEADER_MISMATCH, format!("Header mismatch: {detail}"))
 }
 
-/// The one value of a header, trimmed.
-fn single_header<'h>(header: One<'h>, display: &str) -> Result<&'h str, JsonRpcError> {
+/// The one value of a header, trimmed, if it is readable (what
+/// `HeaderValue::to_str` accepts): its bytes, compared with the body's.
+fn single_header<'h>(header: One<'h>, display: &str) -> Result<&'h [u8], JsonRpcError> {
     match header {
-        One::Once(value) => value
-            .to_str()
-            // Visible ASCII and tabs only: trimming ASCII whitespace is
-            // `str::trim` here, without its Unicode tables.
-            .map(str::trim_ascii)
-            .map_err(|_| mismatch(&format!("the {display} header is not visible ASCII"))),
+        // Visible ASCII and tabs only: trimming ASCII whitespace is
+        // `str::trim` here, without its Unicode tables.
+        One::Once(value) if readable(value.as_bytes()) => Ok(value.as_bytes().trim_ascii()),
+        One::Once(_) => Err(mismatch(&format!(
+            "the {display} header is not visible ASCII"
+        ))),
         One::Repeated => Err(mismatch(&format!("the {display} header is repeated"))),
         One::Absent => Err(mismatch(&format!("the {display} header is missing"))),
     }
@@ -42,12 +44,12 @@ pub(super) fn check_headers(
     let Some(version) = request.protocol_version() else {
         return Ok(());
     };
-    if single_header(headers.protocol_version, "MCP-Protocol-Version")? != version {
+    if single_header(headers.protocol_version, "MCP-Protocol-Version")? != version.as_bytes() {
         return Err(mismatch(
             "the MCP-Protocol-Version header differs from _meta's protocolVersion",
         ));
     }
-    if single_header(headers.mcp_method, "Mcp-Method")? != request.method {
+    if single_header(headers.mcp_method, "Mcp-Method")? != request.method.as_bytes() {
         return Err(mismatch("the Mcp-Method header differs from the method"));
     }
     if let Some(expected) = routed_name(request) {
@@ -61,32 +63,34 @@ pub(super) fn check_headers(
     Ok(())
 }
 
-/// A header value as sent: plain, or `=?base64?…?=` over UTF-8 bytes.
-fn decode_header_value(raw: &str) -> Option<Cow<'_, str>> {
+/// A header value as sent: plain, or `=?base64?…?=` over UTF-8 bytes
+/// (`None` if they are not UTF-8).
+fn decode_header_value(raw: &[u8]) -> Option<Cow<'_, [u8]>> {
     match raw
-        .strip_prefix("=?base64?")
-        .and_then(|rest| rest.strip_suffix("?="))
+        .strip_prefix(b"=?base64?")
+        .and_then(|rest| rest.strip_suffix(b"?="))
     {
         Some(encoded) => {
             let bytes = decode_base64(encoded)?;
-            String::from_utf8(bytes).ok().map(Cow::Owned)
+            std::str::from_utf8(&bytes).ok()?;
+            Some(Cow::Owned(bytes))
         }
         None => Some(Cow::Borrowed(raw)),
     }
 }
 
 /// Standard-alphabet base64, padding optional.
-fn decode_base64(encoded: &str) -> Option<Vec<u8>> {
+fn decode_base64(encoded: &[u8]) -> Option<Vec<u8>> {
     let unpadded = encoded
-        .strip_suffix("==")
-        .or_else(|| encoded.strip_suffix('='))
+        .strip_suffix(b"==")
+        .or_else(|| encoded.strip_suffix(b"="))
         .unwrap_or(encoded);
     if unpadded.len() % 4 == 1 || (unpadded.len() != encoded.len() && encoded.len() % 4 != 0) {
         return None;
     }
     let mut out = Vec::with_capacity(unpadded.len() / 4 * 3 + 2);
     let (mut acc, mut bits) = (0u32, 0u32);
-    for c in unpadded.bytes() {
+    for &c in unpadded {
         let sextet = match c {
             b'A'..=b'Z' => c - b'A',
             b'a'..=b'z' => c - b'a' + 26,
@@ -110,26 +114,25 @@ fn decode_base64(encoded: &str) -> Option<Vec<u8>> {
 mod tests {
     use super::*;
 
+    /// The decoded value as text.
+    fn decoded(raw: &str) -> Option<String> {
+        decode_header_value(raw.as_bytes()).map(|b| String::from_utf8(b.into_owned()).unwrap())
+    }
+
     #[test]
     fn base64_header_values() {
         assert_eq!(
-            decode_header_value("=?base64?PT9iYXNlNjQ/bGl0ZXJhbD89?=").as_deref(),
+            decoded("=?base64?PT9iYXNlNjQ/bGl0ZXJhbD89?=").as_deref(),
             Some("=?base64?literal?=")
         );
-        assert_eq!(
-            decode_header_value("=?base64?w6lsw6g=?=").as_deref(),
-            Some("élè")
-        );
-        assert_eq!(
-            decode_header_value("=?base64?w6lsw6g?=").as_deref(),
-            Some("élè")
-        );
-        assert_eq!(decode_header_value("greet").as_deref(), Some("greet"));
-        assert_eq!(decode_header_value("=?base64?***?="), None);
-        assert_eq!(decode_header_value("=?base64?QQ=?="), None);
-        assert_eq!(decode_header_value("=?base64?Q?="), None);
-        assert_eq!(decode_header_value("=?base64?/w==?="), None, "not UTF-8");
-        assert_eq!(decode_base64("").as_deref(), Some(&[][..]));
-        assert_eq!(decode_base64("AAEC").as_deref(), Some(&[0u8, 1, 2][..]));
+        assert_eq!(decoded("=?base64?w6lsw6g=?=").as_deref(), Some("élè"));
+        assert_eq!(decoded("=?base64?w6lsw6g?=").as_deref(), Some("élè"));
+        assert_eq!(decoded("greet").as_deref(), Some("greet"));
+        assert_eq!(decoded("=?base64?***?="), None);
+        assert_eq!(decoded("=?base64?QQ=?="), None);
+        assert_eq!(decoded("=?base64?Q?="), None);
+        assert_eq!(decoded("=?base64?/w==?="), None, "not UTF-8");
+        assert_eq!(decode_base64(b"").as_deref(), Some(&[][..]));
+        assert_eq!(decode_base64(b"AAEC").as_deref(), Some(&[0u8, 1, 2][..]));
     }
 }

@@ -56,12 +56,23 @@ fn json_response(status: StatusCode, body: Vec<u8>) -> Response {
     // Built by hand: the same response as `(status, [header], body)
     // .into_response()`, without the extra header map, and its body not
     // boxed (see `Answer`).
-    let mut response = Response::new(Answer::Whole(Some(body.into())));
+    let mut response = Response::new(Answer::Whole(Some(body)));
     *response.status_mut() = status;
     response
         .headers_mut()
         .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     response
+}
+
+/// [`respond`] by value: the service's answer, its buffer kept as the
+/// body when it was written in place (`JsonRpcResponse::into_vec`).
+pub(super) fn respond_owned(status: StatusCode, response: JsonRpcResponse) -> Response {
+    let refusal = response.identity_refusal();
+    let mut http = json_response(status, response.into_vec());
+    if let Some(refusal) = refusal {
+        challenge(&mut http, refusal);
+    }
+    http
 }
 
 pub(super) fn respond(status: StatusCode, response: &JsonRpcResponse) -> Response {

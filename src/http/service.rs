@@ -84,7 +84,8 @@ where
     fn call(&mut self, request: Request) -> Self::Future {
         let (parts, body) = request.into_parts();
         if let Some(refused) = self.refusal(&parts) {
-            return Box::pin(std::future::ready(Ok(refused.map(Answer::into_body))));
+            let refused = refused.response().map(Answer::into_body);
+            return Box::pin(std::future::ready(Ok(refused)));
         }
         let handled = handle(Arc::clone(&self.state), parts, body);
         Box::pin(async move {
@@ -113,9 +114,7 @@ where
     ) -> Served<impl Future<Output = Result<Response, Infallible>> + Send> {
         let (parts, body) = request.into_parts();
         match self.refusal(&parts) {
-            Some(response) => Served::Refused {
-                response: Some(response),
-            },
+            Some(refusal) => Served::Refused { refusal },
             None => Served::Handled {
                 future: Box::pin(handle(Arc::clone(&self.state), parts, body)),
             },
@@ -123,23 +122,43 @@ where
     }
 }
 
+/// Why a request is refused before the endpoint reads it.
+#[derive(Clone, Copy, Debug)]
+enum Refusal {
+    /// Another path: 404.
+    NotFound,
+    /// Another method than `POST`: 405.
+    NotAllowed,
+}
+
+impl Refusal {
+    fn response(self) -> Response {
+        match self {
+            Refusal::NotFound => empty(StatusCode::NOT_FOUND),
+            Refusal::NotAllowed => {
+                let mut response = empty(StatusCode::METHOD_NOT_ALLOWED);
+                response
+                    .headers_mut()
+                    .insert(ALLOW, HeaderValue::from_static("POST"));
+                response
+            }
+        }
+    }
+}
+
 impl<S> McpService<S> {
-    /// The answer to a request for another path (404) or with another
-    /// method than `POST` (405), if it is one.
-    fn refusal(&self, parts: &Parts) -> Option<Response> {
+    /// Whether a request is for another path (404) or with another method
+    /// than `POST` (405).
+    fn refusal(&self, parts: &Parts) -> Option<Refusal> {
         if self
             .path
             .as_deref()
             .is_some_and(|path| parts.uri.path() != path)
         {
-            return Some(empty(StatusCode::NOT_FOUND));
+            return Some(Refusal::NotFound);
         }
         if parts.method != Method::POST {
-            let mut response = empty(StatusCode::METHOD_NOT_ALLOWED);
-            response
-                .headers_mut()
-                .insert(ALLOW, HeaderValue::from_static("POST"));
-            return Some(response);
+            return Some(Refusal::NotAllowed);
         }
         None
     }
@@ -147,10 +166,11 @@ impl<S> McpService<S> {
 
 pin_project! {
     /// The future of [`McpService::serve_hyper`]: a request refused by its
-    /// path or method, or handled.
+    /// path or method (its answer made when polled: the future stays small,
+    /// and hyper moves it several times a request), or handled.
     #[project = ServedProj]
     pub(super) enum Served<F> {
-        Refused { response: Option<Response> },
+        Refused { refusal: Refusal },
         Handled { #[pin] future: F },
     }
 }
@@ -160,11 +180,7 @@ impl<F: Future<Output = Result<Response, Infallible>>> Future for Served<F> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Response> {
         match self.project() {
-            ServedProj::Refused { response } => Poll::Ready(
-                response
-                    .take()
-                    .unwrap_or_else(|| empty(StatusCode::NOT_FOUND)),
-            ),
+            ServedProj::Refused { refusal } => Poll::Ready(refusal.response()),
             ServedProj::Handled { future } => match ready!(future.poll(cx)) {
                 Ok(response) => Poll::Ready(response),
                 Err(never) => match never {},

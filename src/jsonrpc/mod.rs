@@ -5,6 +5,7 @@
 //! request's [`Extensions`], and encodes the [`JsonRpcResponse`] it gets back.
 
 use std::fmt;
+use std::ops::Range;
 use std::sync::OnceLock;
 
 use bytes::Bytes;
@@ -14,13 +15,14 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use crate::json::{compact, parse_trusted, write_i64, write_json, write_json_str};
+use crate::json::{compact, parse_trusted};
 
 mod facts;
 mod params;
 mod plain;
 mod refusal;
 mod scan;
+mod text;
 
 pub use params::Params;
 pub(crate) use params::StrParam;
@@ -351,12 +353,41 @@ pub struct JsonRpcResponse {
     refusal: Option<IdentityRefusal>,
 }
 
+/// A result as JSON text, valid by construction (a `RawValue`, or the
+/// crate's own writer).
+#[derive(Clone)]
+struct TextResult {
+    /// The result's text; when `framed`, inside the whole wire form.
+    buf: String,
+    /// Where the result lies in `buf` (all of it unless framed).
+    at: Range<usize>,
+    /// `Some(id)`: `buf` is the wire form of the response with this id,
+    /// `{"jsonrpc":"2.0","id":…,"result":…}`.
+    framed: Option<Option<RequestId>>,
+}
+
+impl TextResult {
+    /// The result's text alone.
+    fn new(json: String) -> Self {
+        TextResult {
+            at: 0..json.len(),
+            buf: json,
+            framed: None,
+        }
+    }
+
+    /// The result's text.
+    fn get(&self) -> &str {
+        self.buf.get(self.at.clone()).unwrap_or_default()
+    }
+}
+
 #[derive(Clone)]
 enum Payload {
     Value(Value),
     /// JSON text, valid by construction (a `RawValue`, or the crate's own
     /// writer), and its parse once someone asks for a `Value`.
-    Text(String, OnceLock<Value>),
+    Text(TextResult, OnceLock<Value>),
     Error(JsonRpcError),
 }
 
@@ -396,7 +427,7 @@ impl JsonRpcResponse {
     pub(crate) fn trusted_text(id: Option<RequestId>, json: String) -> Self {
         JsonRpcResponse {
             id,
-            payload: Payload::Text(json, OnceLock::new()),
+            payload: Payload::Text(TextResult::new(json), OnceLock::new()),
             refusal: None,
         }
     }
@@ -415,7 +446,7 @@ impl JsonRpcResponse {
     pub fn result_value(&self) -> Option<&Value> {
         match &self.payload {
             Payload::Value(v) => Some(v),
-            Payload::Text(json, parsed) => Some(parsed.get_or_init(|| parse_trusted(json))),
+            Payload::Text(json, parsed) => Some(parsed.get_or_init(|| parse_trusted(json.get()))),
             Payload::Error(_) => None,
         }
     }
@@ -423,7 +454,7 @@ impl JsonRpcResponse {
     /// The result as JSON text, if this success carries it serialized.
     pub fn result_text(&self) -> Option<&str> {
         match &self.payload {
-            Payload::Text(json, _) => Some(json),
+            Payload::Text(json, _) => Some(json.get()),
             _ => None,
         }
     }
@@ -445,9 +476,9 @@ impl JsonRpcResponse {
     pub fn into_payload(self) -> Result<Value, JsonRpcError> {
         match self.payload {
             Payload::Value(v) => Ok(v),
-            Payload::Text(json, parsed) => {
-                Ok(parsed.into_inner().unwrap_or_else(|| parse_trusted(&json)))
-            }
+            Payload::Text(json, parsed) => Ok(parsed
+                .into_inner()
+                .unwrap_or_else(|| parse_trusted(json.get()))),
             Payload::Error(e) => Err(e),
         }
     }
@@ -456,7 +487,7 @@ impl JsonRpcResponse {
     /// becomes a `Value` first).
     pub fn payload_mut(&mut self) -> Result<&mut Value, &mut JsonRpcError> {
         if let Payload::Text(json, parsed) = &mut self.payload {
-            let value = parsed.take().unwrap_or_else(|| parse_trusted(json));
+            let value = parsed.take().unwrap_or_else(|| parse_trusted(json.get()));
             self.payload = Payload::Value(value);
         }
         match &mut self.payload {
@@ -464,53 +495,6 @@ impl JsonRpcResponse {
             Payload::Error(e) => Err(e),
             Payload::Text(..) => unreachable!("replaced above"),
         }
-    }
-
-    /// The wire form: `{"jsonrpc":"2.0","id":…,"result":…}` (or `"error"`),
-    /// compact, a text result copied as it is.
-    pub fn to_vec(&self) -> Vec<u8> {
-        // A text result: exactly the length of the answer (common ids), so
-        // that the buffer becomes the HTTP body without another allocation.
-        let id_len = match &self.id {
-            None => 4,
-            Some(RequestId::Number(n)) => {
-                n.unsigned_abs()
-                    .checked_ilog10()
-                    .map_or(1, |d| d as usize + 1)
-                    + usize::from(*n < 0)
-            }
-            Some(RequestId::String(s)) => s.len() + 2,
-        };
-        let mut out = String::with_capacity(match &self.payload {
-            Payload::Text(json, _) => {
-                r#"{"jsonrpc":"2.0","id":,"result":}"#.len() + id_len + json.len()
-            }
-            _ => 128,
-        });
-        out.push_str("{\"jsonrpc\":\"2.0\",\"id\":");
-        match &self.id {
-            None => out.push_str("null"),
-            Some(RequestId::Number(n)) => write_i64(&mut out, *n),
-            Some(RequestId::String(s)) => write_json_str(&mut out, s),
-        }
-        match &self.payload {
-            Payload::Value(v) => {
-                out.push_str(",\"result\":");
-                write_json(&mut out, v);
-            }
-            Payload::Text(json, _) => {
-                out.push_str(",\"result\":");
-                out.push_str(json);
-            }
-            Payload::Error(e) => {
-                out.push_str(",\"error\":");
-                // A struct of strings, numbers and a `Value`: cannot fail.
-                let error = serde_json::to_string(e).unwrap_or_else(|_| "null".into());
-                out.push_str(&error);
-            }
-        }
-        out.push('}');
-        out.into_bytes()
     }
 }
 
@@ -520,7 +504,7 @@ impl fmt::Debug for JsonRpcResponse {
         d.field("id", &self.id);
         match &self.payload {
             Payload::Value(v) => d.field("result", v),
-            Payload::Text(json, _) => d.field("result", &format_args!("{json}")),
+            Payload::Text(json, _) => d.field("result", &format_args!("{}", json.get())),
             Payload::Error(e) => d.field("error", e),
         };
         d.finish()
@@ -536,7 +520,7 @@ impl PartialEq for JsonRpcResponse {
         }
         match (&self.payload, &other.payload) {
             (Payload::Error(a), Payload::Error(b)) => a == b,
-            (Payload::Text(a, _), Payload::Text(b, _)) if a == b => true,
+            (Payload::Text(a, _), Payload::Text(b, _)) if a.get() == b.get() => true,
             (Payload::Error(_), _) | (_, Payload::Error(_)) => false,
             _ => self.result_value() == other.result_value(),
         }
@@ -553,7 +537,7 @@ impl Serialize for JsonRpcResponse {
             Payload::Value(result) => map.serialize_entry("result", result)?,
             Payload::Text(json, _) => {
                 let raw: &RawValue =
-                    serde_json::from_str(json).map_err(serde::ser::Error::custom)?;
+                    serde_json::from_str(json.get()).map_err(serde::ser::Error::custom)?;
                 map.serialize_entry("result", raw)?
             }
             Payload::Error(error) => map.serialize_entry("error", error)?,

@@ -205,12 +205,9 @@ impl Params {
     pub(crate) fn str_param(&self, key: &str) -> StrParam<'_> {
         if let Repr::Message(m) = &self.repr {
             let (message, facts) = (&m.message, &m.facts);
-            let member = match key {
-                "taskId" => &facts.task_id,
-                "name" => &facts.name,
-                "uri" => &facts.uri,
+            let Some(member) = facts.member(key) else {
                 // Not a member the facts keep: read the tree.
-                _ => return value_str_param(self.as_value(), key),
+                return value_str_param(self.as_value(), key);
             };
             return match member {
                 Member::Absent => StrParam::Absent,
@@ -219,6 +216,19 @@ impl Params {
             };
         }
         value_str_param(self.as_value(), key)
+    }
+
+    /// [`str_param`](Self::str_param)'s string as its UTF-8 bytes, if it
+    /// is one: without the UTF-8 check a `&str` of the message costs, for
+    /// a caller that compares it.
+    #[cfg(feature = "axum")]
+    pub(crate) fn str_param_bytes(&self, key: &str) -> Option<&[u8]> {
+        if let Repr::Message(m) = &self.repr {
+            if let Some(Member::Str(text)) = m.facts.member(key) {
+                return Some(text.bytes(&m.message));
+            }
+        }
+        self.str_param(key).as_str().map(str::as_bytes)
     }
 
     /// Whether member `key` is an object (`task` is the one the layer asks
@@ -336,6 +346,18 @@ struct Facts {
     uri: Member<Text>,
 }
 
+impl Facts {
+    /// The member the facts keep under `key`, if they keep it.
+    fn member(&self, key: &str) -> Option<&Member<Text>> {
+        match key {
+            "taskId" => Some(&self.task_id),
+            "name" => Some(&self.name),
+            "uri" => Some(&self.uri),
+            _ => None,
+        }
+    }
+}
+
 /// A string of the message.
 #[derive(Clone)]
 enum Text {
@@ -363,6 +385,16 @@ impl Text {
                 offset_in(b, message).map_or_else(|| Text::Unescaped(b.into()), Text::At)
             }
             Cow::Owned(o) => Text::Unescaped(o.into_boxed_str()),
+        }
+    }
+
+    /// [`get`](Self::get)'s bytes, not checked again as UTF-8.
+    #[cfg(feature = "axum")]
+    fn bytes<'a>(&'a self, message: &'a [u8]) -> &'a [u8] {
+        match self {
+            Text::At(range) => message.get(range.clone()).unwrap_or_default(),
+            Text::Unescaped(s) => s.as_bytes(),
+            Text::Known(s) => s.as_bytes(),
         }
     }
 

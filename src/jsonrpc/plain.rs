@@ -150,6 +150,19 @@ mod tests {
             // Keys next to the ones compared whole: a prefix, a longer one.
             r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":{"io.modelcontextprotocol/protocolVersio":"v","io.modelcontextprotocol/protocolVersionX":"w","io.modelcontextprotocol/clientCapabilities":{"extension":{"io.modelcontextprotocol/tasks":{}},"extensions":{"io.modelcontextprotocol/task":{},"io.modelcontextprotocol/tasks2":{}}}}}}"#.into(),
             r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":{"":"v","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":7}}}}}"#.into(),
+            // The `_meta`s read by one comparison, with members after them
+            // and a repeated `_meta` after a canonical one.
+            r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"greet","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"},"arguments":{}}}"#.into(),
+            format!(r#"{{"jsonrpc":"2.0","id":3,"method":"m","params":{{{meta},"_meta":{{"io.modelcontextprotocol/protocolVersion":"2025-11-25"}}}}}}"#),
+            format!(r#"{{"jsonrpc":"2.0","id":4,"method":"m","params":{{"_meta":{{}},{meta}}}}}"#),
+            format!(r#"{{"jsonrpc":"2.0","id":5,"method":"m","params":{{ {meta} }}}}"#),
+            // The compact order read without looking up member names, and
+            // its near misses, which the member-by-member scan reads.
+            r#"{"jsonrpc":"2.0","id":6,"method":"m"}"#.into(),
+            r#"{"jsonrpc":"2.0","id":-7,"method":"m","params":{}}"#.into(),
+            r#"{"jsonrpc":"2.0","id":"s","method":"m","params":{}}"#.into(),
+            r#"{"jsonrpc":"2.0","id":8,"method":"m","params":{} }"#.into(),
+            r#"{"jsonrpc":"2.0","id":11,"params":{},"method":"m"}"#.into(),
         ];
         for text in read {
             let bytes = Bytes::copy_from_slice(text.as_bytes());
@@ -180,6 +193,15 @@ mod tests {
             // A known key written with an escape is left to serde.
             r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":{"io.modelcontextprotocol\/protocolVersion":"v"}}}"#,
             r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":{"io.modelcontextprotocol/protocolVersion"#,
+            r#"{"jsonrpc":"2.0","id":9,"method":"m","params":{},"id":10}"#,
+            r#"{"jsonrpc":"2.0","id":1.5,"method":"m","params":{}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{}}x"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"m","params":[]}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"m",}"#,
+            // A canonical `_meta` whose object does not end where it seems to.
+            r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}x}}"#,
         ];
         for text in left {
             assert!(scan(text.as_bytes()).is_none(), "{text}");

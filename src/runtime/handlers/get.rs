@@ -46,7 +46,7 @@ impl Engine {
                     let owner = self.owner_of(&req);
                     Some(match found {
                         Some(v) if v.owner == owner.as_deref() && v.era == era => {
-                            Ok(Reply::Text(wire::get_result(&v, era)))
+                            Ok(wire::get_response(req.id.clone(), &v, era))
                         }
                         _ => Err(task_not_found()),
                     })
@@ -64,7 +64,8 @@ impl Engine {
             Some(Err(e)) => Some(Err(store_failure(&e))),
         };
         match answer {
-            Some(answer) => Ok(respond(req.id, answer)),
+            Some(Ok(response)) => Ok(response),
+            Some(Err(e)) => Ok(respond(req.id, Err(e))),
             None => Err(req),
         }
     }

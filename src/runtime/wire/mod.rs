@@ -2,6 +2,7 @@
 
 use serde_json::json;
 
+use crate::jsonrpc::{JsonRpcResponse, RequestId};
 use crate::protocol::TaskMetadata;
 use crate::store::{Era, TaskRecord, TaskView};
 
@@ -36,5 +37,17 @@ pub(crate) fn get_result(r: &TaskView<'_>, era: Era) -> String {
     match era {
         Era::Legacy => serde_json::to_string(&legacy::task_of(r)).unwrap_or_default(),
         _ => modern::detailed_json_of(r, Some("complete")),
+    }
+}
+
+/// The response to a `tasks/get` of `id`: [`get_result`], a 2026-07-28
+/// one written in place inside the response's wire form (see
+/// [`JsonRpcResponse::framed_text`]).
+pub(crate) fn get_response(id: Option<RequestId>, r: &TaskView<'_>, era: Era) -> JsonRpcResponse {
+    match era {
+        Era::Legacy => JsonRpcResponse::trusted_text(id, get_result(r, era)),
+        _ => JsonRpcResponse::framed_text(id, modern::detailed_capacity(r), |out| {
+            modern::write_detailed(out, r, Some("complete"));
+        }),
     }
 }

@@ -62,13 +62,23 @@ pub(crate) fn detailed_json(r: &TaskRecord, result_type: Option<&str>) -> String
 
 /// [`detailed_json`] of a view.
 pub(crate) fn detailed_json_of(r: &TaskView<'_>, result_type: Option<&str>) -> String {
-    // Room for everything but input requests and errors: one allocation.
-    let extra = match r.outcome {
+    let mut out = String::with_capacity(detailed_capacity(r));
+    write_detailed(&mut out, r, result_type);
+    out
+}
+
+/// Room for [`write_detailed`]'s text of `r`, for everything but input
+/// requests and errors: one allocation.
+pub(crate) fn detailed_capacity(r: &TaskView<'_>) -> usize {
+    256 + match r.outcome {
         Some(OutcomeView::Result(text)) => text.len(),
         _ => 0,
     } + r.id.len()
-        + r.status_message.map_or(0, str::len);
-    let mut out = String::with_capacity(256 + extra);
+        + r.status_message.map_or(0, str::len)
+}
+
+/// [`detailed_json_of`], appended to `out`.
+pub(crate) fn write_detailed(out: &mut String, r: &TaskView<'_>, result_type: Option<&str>) {
     out.push('{');
     match result_type {
         // The common ones, quoted already.
@@ -76,28 +86,28 @@ pub(crate) fn detailed_json_of(r: &TaskView<'_>, result_type: Option<&str>) -> S
         Some("task") => out.push_str("\"resultType\":\"task\","),
         Some(rt) => {
             out.push_str("\"resultType\":");
-            write_json_str(&mut out, rt);
+            write_json_str(out, rt);
             out.push(',');
         }
         None => {}
     }
     out.push_str("\"taskId\":");
-    write_json_str(&mut out, r.id);
+    write_json_str(out, r.id);
     out.push_str(",\"status\":");
     out.push_str(quoted_status(r.status));
     if let Some(msg) = r.status_message {
         out.push_str(",\"statusMessage\":");
-        write_json_str(&mut out, msg);
+        write_json_str(out, msg);
     }
-    write_stamps(&mut out, r.created_at_ms, r.updated_at_ms);
+    write_stamps(out, r.created_at_ms, r.updated_at_ms);
     out.push_str(",\"ttlMs\":");
     match r.ttl_ms {
-        Some(ttl) => write_u64(&mut out, ttl),
+        Some(ttl) => write_u64(out, ttl),
         None => out.push_str("null"),
     }
     if let Some(p) = r.poll_interval_ms {
         out.push_str(",\"pollIntervalMs\":");
-        write_u64(&mut out, p);
+        write_u64(out, p);
     }
     match (r.status, r.outcome) {
         (TaskStatus::InputRequired, _) => {
@@ -106,7 +116,7 @@ pub(crate) fn detailed_json_of(r: &TaskView<'_>, result_type: Option<&str>) -> S
                 if i > 0 {
                     out.push(',');
                 }
-                write_json_str(&mut out, key);
+                write_json_str(out, key);
                 out.push(':');
                 // Strings and JSON values only: cannot fail.
                 out.push_str(&serde_json::to_string(&pending.request).unwrap_or_default());
@@ -133,7 +143,6 @@ pub(crate) fn detailed_json_of(r: &TaskView<'_>, result_type: Option<&str>) -> S
         _ => {}
     }
     out.push('}');
-    out
 }
 
 /// `status.as_str()` as a JSON string (none needs escaping).

@@ -23,13 +23,39 @@ const PAIRS: &[u8; 200] = b"\
     6061626364656667686970717273747576777879\
     8081828384858687888990919293949596979899";
 
+/// The calendar date (year, month, day) of `days` since 1970-01-01, for
+/// 0000-03-01 to 9999-12-31 (`None` outside): Neri and Schneider's
+/// computation ("Euclidean affine functions and their application to
+/// calendar algorithms", 2022), a few multiplications and shifts in `u32`
+/// instead of `time`'s Julian-day conversion and its month table.
+fn civil(days: i64) -> Option<(u32, u32, u32)> {
+    /// Days from 0000-03-01 (the first day of the computational
+    /// calendar, whose years begin in March) to 1970-01-01.
+    const FROM_MARCH_0: i64 = 719_468;
+    /// Days from 0000-03-01 to 9999-12-31.
+    const LAST: u32 = 3_652_364;
+    let n = u32::try_from(days.checked_add(FROM_MARCH_0)?)
+        .ok()
+        .filter(|n| *n <= LAST)?;
+    // Century, then the year and the day of the year in it.
+    let n1 = 4 * n + 3;
+    let century = n1 / 146_097;
+    let n2 = n1 % 146_097 / 4 * 4 + 3;
+    let p2 = 2_939_745 * u64::from(n2);
+    let year_of_century = u32::try_from(p2 >> 32).ok()?;
+    let day_of_year = (p2 & 0xffff_ffff) as u32 / 2_939_745 / 4;
+    // Month and day, from March.
+    let n3 = 2_141 * day_of_year + 197_913;
+    let (month, day) = (n3 >> 16, (n3 & 0xffff) / 2_141 + 1);
+    // January and February belong to the next calendar year.
+    let january = day_of_year >= 306;
+    let year = 100 * century + year_of_century + u32::from(january);
+    Some((year, if january { month - 12 } else { month }, day))
+}
+
 pub(crate) fn rfc3339_digits(ms: i64) -> Option<[u8; 24]> {
     const DAY_MS: i64 = 86_400_000;
-    /// Julian day number of 1970-01-01.
-    const UNIX_EPOCH_JD: i64 = 2_440_588;
-    let jd = i32::try_from(ms.div_euclid(DAY_MS).checked_add(UNIX_EPOCH_JD)?).ok()?;
-    let (year, month, day) = time::Date::from_julian_day(jd).ok()?.to_calendar_date();
-    let year = u32::try_from(year).ok().filter(|y| *y <= 9999)?;
+    let (year, month, day) = civil(ms.div_euclid(DAY_MS))?;
     // 0 <= in_day < DAY_MS, so it fits a u32.
     let in_day = u32::try_from(ms.rem_euclid(DAY_MS)).ok()?;
     let mut out = *b"0000-00-00T00:00:00.000Z";
@@ -43,8 +69,8 @@ pub(crate) fn rfc3339_digits(ms: i64) -> Option<[u8; 24]> {
     };
     pair(0, year / 100);
     pair(2, year);
-    pair(5, u32::from(u8::from(month)));
-    pair(8, u32::from(day));
+    pair(5, month);
+    pair(8, day);
     pair(11, in_day / 3_600_000);
     pair(14, in_day / 60_000 % 60);
     pair(17, in_day / 1000 % 60);
