@@ -22,6 +22,7 @@ mod params;
 mod plain;
 mod refusal;
 mod scan;
+mod special;
 mod text;
 
 pub use params::Params;
