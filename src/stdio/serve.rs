@@ -107,6 +107,7 @@ where
     let pending = Arc::new(PendingRequests::default());
     let closed = broken.child_token();
     let declared = Arc::new(OnceLock::new());
+    let bound = settings.max_in_flight.max(1);
     let peer = Peer::new(StdioPeer {
         outgoing: outgoing.clone(),
         pending: Arc::clone(&pending),
@@ -121,8 +122,8 @@ where
         pending: Arc::clone(&pending),
         in_flight: Arc::default(),
         calls: JoinSet::new(),
-        permits: Arc::new(Semaphore::new(settings.max_in_flight.max(1))),
-        bound: settings.max_in_flight.max(1),
+        permits: Arc::new(Semaphore::new(bound)),
+        bound,
         at_eof: Vec::new(),
         serial: 0,
         declared,

@@ -337,12 +337,10 @@ enum Ended {
     Broke(String),
 }
 
-/// Hand each non-empty event of `body` to `each`, until the stream or the
-/// link ends.
-/// Each event of `body` until it ends, the link closes or, for the answer
-/// stream of a request, its caller stops waiting (`abandoned`: the upstream
-/// may never end a stream whose request it was told to cancel, and the
-/// connection would stay open for ever).
+/// Hand each non-empty event of `body` to `each` until it ends, the link
+/// closes or, for the answer stream of a request, its caller stops waiting
+/// (`abandoned`: the upstream may never end a stream whose request it was
+/// told to cancel, and the connection would stay open for ever).
 async fn each_event(
     mut body: hyper::body::Incoming,
     decoder: &mut EventDecoder,

@@ -162,7 +162,7 @@ impl Lease {
             usage.active = false;
             usage.residents += 1;
         }
-        self.wake();
+        wake(&self.upstream);
     }
 
     /// The call goes on: it waits until the lane has no active call, then
@@ -191,11 +191,12 @@ impl Lease {
             freed.await;
         }
     }
+}
 
-    fn wake(&self) {
-        if let Some(up) = self.upstream.upgrade() {
-            up.released.notify_waiters();
-        }
+/// A lane was given back or parked: calls waiting for one look again.
+fn wake(upstream: &Weak<Upstream>) {
+    if let Some(up) = upstream.upgrade() {
+        up.released.notify_waiters();
     }
 }
 
@@ -203,7 +204,7 @@ impl Drop for Lease {
     fn drop(&mut self) {
         if let Some(lane) = &self.lane {
             give_back(lane, self.parked);
-            self.wake();
+            wake(&self.upstream);
         }
     }
 }
@@ -243,9 +244,7 @@ impl Drop for Held {
     fn drop(&mut self) {
         if let Some(lane) = self.lane.take() {
             give_back(&lane, false);
-            if let Some(up) = self.upstream.upgrade() {
-                up.released.notify_waiters();
-            }
+            wake(&self.upstream);
         }
     }
 }
