@@ -213,6 +213,15 @@ pub async fn event(path: &std::path::Path, line: &str) {
     panic!("the upstream never wrote {line:?}: {:?}", events(path));
 }
 
+/// SIGKILL the upstream process `pid` (what the fixture's `pid` tool says).
+pub fn kill(pid: &str) {
+    let killed = std::process::Command::new("kill")
+        .args(["-9", pid])
+        .status()
+        .unwrap();
+    assert!(killed.success(), "kill -9 {pid}");
+}
+
 /// The text of a tool result's first content item.
 pub fn text(result: &Value) -> &str {
     result["content"][0]["text"].as_str().unwrap_or_default()

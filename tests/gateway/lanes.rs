@@ -7,7 +7,7 @@ use mcp_task_layer::gateway::{ProxyConfig, UpstreamTarget};
 use mcp_task_layer::TaskPolicy;
 use serde_json::json;
 
-use crate::harness::{event, events_file, python, text, Gateway};
+use crate::harness::{event, events_file, kill, python, text, Gateway};
 
 /// A call whose caller goes away (a client's cancel over stdio, a
 /// timeout, a disconnect) while the one process it was given starts again
@@ -34,11 +34,7 @@ async fn a_call_dropped_while_its_process_starts_gives_the_process_back() {
         .with_tool_policy("pid", TaskPolicy::Sync);
     let gw = Gateway::with_config(slow, cfg).await;
     let pid = text(&gw.call("pid", json!({})).await).to_owned();
-    let killed = std::process::Command::new("kill")
-        .args(["-9", &pid])
-        .status()
-        .unwrap();
-    assert!(killed.success());
+    kill(&pid);
     // Calls until one waits for the process to start again (those before
     // it may fail at once on the dead connection); that one is dropped.
     let call = json!({ "name": "pid", "arguments": {} });

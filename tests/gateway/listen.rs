@@ -10,13 +10,14 @@ use std::time::Duration;
 
 use mcp_task_layer::gateway::UpstreamTarget;
 use mcp_task_layer::store::BoxFuture;
-use mcp_task_layer::{ClientPeer, JsonRpcError, Peer, TaskPolicy};
+use mcp_task_layer::{ClientPeer, JsonRpcError, JsonRpcResponse, Peer, TaskPolicy};
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::common;
-use crate::harness::{event, events, events_file, text, Gateway};
+use crate::harness::{event, events, events_file, kill, text, Gateway};
 
 /// A client end that hands every notification to the test, and hangs up
 /// when told.
@@ -65,6 +66,18 @@ fn client(connection: bool) -> Client {
 }
 
 impl Client {
+    /// A 2026-07-28 `subscriptions/listen` of alice's with `notifications`,
+    /// on this client's stream; its answer when it ends.
+    fn listen(&self, gw: &Gateway, notifications: Value) -> JoinHandle<JsonRpcResponse> {
+        let params = json!({ "notifications": notifications, "_meta": common::meta(true) });
+        let gw = gw.as_owner("alice");
+        let peer = self.peer.clone();
+        tokio::spawn(async move {
+            gw.send_with_peer("subscriptions/listen", params, peer)
+                .await
+        })
+    }
+
     /// The next notification (at most 30 s).
     async fn next(&mut self) -> (String, Value) {
         tokio::time::timeout(Duration::from_secs(30), self.heard.recv())
@@ -85,18 +98,10 @@ async fn announce(gw: &Gateway, args: Value) {
 async fn a_listen_stream_hears_what_it_asked_for(up: UpstreamTarget, file: &std::path::Path) {
     let gw = Gateway::start(up, &[("announce", TaskPolicy::Sync)]).await;
     let mut c = client(false);
-    let params = json!({
-        "notifications": { "toolsListChanged": true, "resourceSubscriptions": ["memo://note"] },
-        "_meta": common::meta(true),
-    });
-    let listening = {
-        let gw = gw.as_owner("alice");
-        let peer = c.peer.clone();
-        tokio::spawn(async move {
-            gw.send_with_peer("subscriptions/listen", params, peer)
-                .await
-        })
-    };
+    let listening = c.listen(
+        &gw,
+        json!({ "toolsListChanged": true, "resourceSubscriptions": ["memo://note"] }),
+    );
     let (method, ack) = c.next().await;
     assert_eq!(method, "notifications/subscriptions/acknowledged");
     assert_eq!(
@@ -179,28 +184,13 @@ async fn a_listen_stream_keeps_its_resource_when_the_upstream_restarts() {
     )
     .await;
     let mut c = client(false);
-    let params = json!({
-        "notifications": { "resourceSubscriptions": ["memo://note"] },
-        "_meta": common::meta(true),
-    });
-    let _listening = {
-        let gw = gw.as_owner("alice");
-        let peer = c.peer.clone();
-        tokio::spawn(async move {
-            gw.send_with_peer("subscriptions/listen", params, peer)
-                .await
-        })
-    };
+    let _listening = c.listen(&gw, json!({ "resourceSubscriptions": ["memo://note"] }));
     let (method, _) = c.next().await;
     assert_eq!(method, "notifications/subscriptions/acknowledged");
     event(&file, "subscribed memo://note").await;
 
     let pid = text(&gw.call("pid", json!({})).await).to_owned();
-    let killed = std::process::Command::new("kill")
-        .args(["-9", &pid])
-        .status()
-        .unwrap();
-    assert!(killed.success());
+    kill(&pid);
     // Bounded wait for the new child's subscription (the restart backs off).
     let subscribed = |file: &std::path::Path| {
         events(file)
@@ -363,16 +353,7 @@ async fn an_upstream_that_never_answers_a_subscribe_holds_no_stream_for_ever() {
     let gw = Gateway::with_config(up, cfg).await;
     for _ in 0..2 {
         let mut c = client(false);
-        let params = json!({
-            "notifications": { "resourceSubscriptions": ["memo://never"] },
-            "_meta": common::meta(true),
-        });
-        let gw = gw.as_owner("alice");
-        let peer = c.peer.clone();
-        tokio::spawn(async move {
-            gw.send_with_peer("subscriptions/listen", params, peer)
-                .await
-        });
+        c.listen(&gw, json!({ "resourceSubscriptions": ["memo://never"] }));
         let (method, ack) = c.next().await;
         assert_eq!(method, "notifications/subscriptions/acknowledged");
         assert_eq!(ack["notifications"], json!({}), "not subscribed: {ack}");

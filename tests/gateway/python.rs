@@ -6,7 +6,7 @@ use mcp_task_layer::TaskPolicy;
 use serde_json::json;
 
 use crate::common;
-use crate::harness::{event, events, events_file, python, text, Gateway};
+use crate::harness::{event, events, events_file, kill, python, text, Gateway};
 
 const AUTO: TaskPolicy = TaskPolicy::Auto {
     within: Duration::from_millis(300),
@@ -204,11 +204,7 @@ async fn the_child_killed_mid_call_fails_the_task_and_the_next_call_works() {
         .await;
     let task = r["taskId"].as_str().unwrap().to_owned();
     event(&file, "started slow_compute").await;
-    let killed = std::process::Command::new("kill")
-        .args(["-9", &pid])
-        .status()
-        .unwrap();
-    assert!(killed.success());
+    kill(&pid);
     let t = gw.status(&task, "failed").await;
     let message = t["error"]["message"].as_str().unwrap();
     assert!(message.contains("upstream"), "{message}");
