@@ -11,6 +11,7 @@ use serde_json::json;
 use tokio::sync::mpsc;
 
 use super::call::{call_ended, UpstreamCall};
+use super::config::ParkLimits;
 use super::events::{call_of_token, CallEvent, Registry};
 use super::notices::{Notices, LOG_MESSAGE, TOOLS_CHANGED};
 use crate::jsonrpc::JsonRpcError;
@@ -43,10 +44,27 @@ struct ParkedTable {
     by_key: HashMap<String, Parked>,
     by_task: HashMap<String, String>,
     unbound: Vec<String>,
+    /// How many each owner has parked; an owner with none has no entry.
+    per_owner: HashMap<Option<String>, usize>,
 }
 
 impl ParkedTable {
+    /// Whether one more call may park: `None`, or why not.
+    fn refuse(&self, owner: Option<&String>, limits: ParkLimits) -> Option<JsonRpcError> {
+        if self.by_key.len() >= limits.max {
+            return Some(too_many_parked(limits.max));
+        }
+        let mine = self.per_owner.get(&owner.cloned()).copied().unwrap_or(0);
+        (mine >= limits.per_owner).then(|| {
+            JsonRpcError::invalid_params(format!(
+                "this client already has {mine} calls waiting for answers, the most one client \
+                 may have; answer or cancel one first"
+            ))
+        })
+    }
+
     fn insert(&mut self, key: String, parked: Parked) {
+        *self.per_owner.entry(parked.owner.clone()).or_default() += 1;
         match parked.handle.as_ref().map(TaskHandle::id) {
             Some(Some(task)) => {
                 self.by_task.insert(task.to_owned(), key.clone());
@@ -59,6 +77,7 @@ impl ParkedTable {
 
     fn remove(&mut self, key: &str) -> Option<Parked> {
         let parked = self.by_key.remove(key)?;
+        self.forget_owner(&parked);
         if let Some(task) = parked.handle.as_ref().and_then(TaskHandle::id) {
             if self.by_task.get(task).is_some_and(|k| k == key) {
                 self.by_task.remove(task);
@@ -84,7 +103,18 @@ impl ParkedTable {
             }
         }
         let key = self.by_task.remove(task_id)?;
-        self.by_key.remove(&key)
+        let parked = self.by_key.remove(&key)?;
+        self.forget_owner(&parked);
+        Some(parked)
+    }
+
+    fn forget_owner(&mut self, parked: &Parked) {
+        if let Some(n) = self.per_owner.get_mut(&parked.owner) {
+            *n -= 1;
+            if *n == 0 {
+                self.per_owner.remove(&parked.owner);
+            }
+        }
     }
 }
 
@@ -92,8 +122,7 @@ impl ParkedTable {
 pub(crate) struct Calls {
     running: Mutex<HashMap<(u64, u64), Running, crate::hashing::Own>>,
     parked: Mutex<ParkedTable>,
-    max_parked: usize,
-    park_ttl: Duration,
+    limits: ParkLimits,
     /// Where the notifications that belong to no call go.
     notices: Notices,
     me: Weak<Calls>,
@@ -111,12 +140,11 @@ pub(crate) fn too_many_parked(max: usize) -> JsonRpcError {
 }
 
 impl Calls {
-    pub(crate) fn new(max_parked: usize, park_ttl: Duration, notices: Notices) -> Arc<Self> {
+    pub(crate) fn new(limits: ParkLimits, notices: Notices) -> Arc<Self> {
         Arc::new_cyclic(|me| Calls {
             running: Mutex::default(),
             parked: Mutex::default(),
-            max_parked,
-            park_ttl,
+            limits,
             notices,
             me: Weak::clone(me),
         })
@@ -159,8 +187,8 @@ impl Calls {
         let task = handle.clone();
         {
             let mut parked = lock(&self.parked);
-            if parked.by_key.len() >= self.max_parked {
-                return Err(too_many_parked(self.max_parked));
+            if let Some(refusal) = parked.refuse(owner.as_ref(), self.limits) {
+                return Err(refusal);
             }
             call.park_lane();
             parked.insert(
@@ -176,7 +204,7 @@ impl Calls {
             r.parked = true;
         }
         let me = Weak::clone(&self.me);
-        let ttl = self.park_ttl;
+        let ttl = self.limits.ttl;
         tokio::spawn(async move {
             // Its task's token trips when the task expires here (the
             // reaper) or is cancelled: no event says so for an expired one.
@@ -295,7 +323,7 @@ impl Registry for Calls {
     }
 
     fn answer_wait(&self) -> Duration {
-        self.park_ttl
+        self.limits.ttl
     }
 }
 
@@ -402,7 +430,14 @@ mod tests {
     async fn a_message_for_an_ended_call_never_reaches_another_call() {
         let notices = Notices::default();
         let mut heard = notices.subscribe();
-        let calls = Calls::new(10, Duration::from_secs(60), notices);
+        let calls = Calls::new(
+            ParkLimits {
+                ttl: Duration::from_secs(60),
+                max: 10,
+                per_owner: 10,
+            },
+            notices,
+        );
         let (out, mut sent) = mpsc::channel(8);
         let link = Link::new(1, out);
         let (a, b) = (5, 7);

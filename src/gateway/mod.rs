@@ -28,13 +28,11 @@
 //! each protocol era, `notices.rs` and `listen.rs` carry notifications
 //! outside calls.
 
-use std::collections::{HashMap, HashSet};
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Duration;
 
 use serde_json::{json, Map, Value};
 use tokio_util::sync::CancellationToken;
@@ -42,6 +40,7 @@ use tokio_util::sync::CancellationToken;
 mod call;
 mod calls;
 mod cancels;
+mod config;
 mod events;
 mod listen;
 mod notices;
@@ -52,6 +51,7 @@ mod sink;
 use call::{Step, UpstreamCall};
 use calls::Calls;
 use cancels::{Cancels, Watched};
+pub use config::ProxyConfig;
 use listen::Listeners;
 use notices::Notices;
 use outbound::Outbound;
@@ -67,105 +67,7 @@ use crate::runtime::TaskHandle;
 use crate::store::TaskStore;
 use crate::upstream::link::Link;
 pub use crate::upstream::UpstreamTarget;
-use crate::upstream::{Keepalive, Lease, Upstream};
-
-/// How the gateway treats the upstream's tools, and how long it waits.
-#[derive(Clone, Debug)]
-pub struct ProxyConfig {
-    policies: HashMap<String, TaskPolicy>,
-    default_policy: TaskPolicy,
-    rerun: HashSet<String>,
-    connect_wait: Duration,
-    park_ttl: Duration,
-    max_parked: usize,
-    keepalive: Keepalive,
-    processes: usize,
-}
-
-impl Default for ProxyConfig {
-    fn default() -> Self {
-        ProxyConfig {
-            policies: HashMap::new(),
-            default_policy: TaskPolicy::Auto {
-                within: Duration::from_secs(1),
-            },
-            rerun: HashSet::new(),
-            connect_wait: Duration::from_secs(10),
-            park_ttl: Duration::from_secs(86_400),
-            max_parked: 10_000,
-            keepalive: Keepalive {
-                every: Duration::from_secs(15),
-                wait: Duration::from_secs(10),
-            },
-            processes: 16,
-        }
-    }
-}
-
-impl ProxyConfig {
-    /// The policy of one tool (default: the default policy).
-    pub fn with_tool_policy(mut self, tool: impl Into<String>, policy: TaskPolicy) -> Self {
-        self.policies.insert(tool.into(), policy);
-        self
-    }
-
-    /// The policy of tools without one of their own (default `Auto` within
-    /// one second).
-    pub fn with_default_policy(mut self, policy: TaskPolicy) -> Self {
-        self.default_policy = policy;
-        self
-    }
-
-    /// Mark `tool` safe to run again from the top: a task whose upstream
-    /// call was lost (the gateway restarted) runs it again instead of
-    /// failing.
-    pub fn with_rerun(mut self, tool: impl Into<String>) -> Self {
-        self.rerun.insert(tool.into());
-        self
-    }
-
-    /// How long a request waits for the upstream to be up (default 10 s)
-    /// before it fails.
-    pub fn with_connect_wait(mut self, wait: Duration) -> Self {
-        self.connect_wait = wait;
-        self
-    }
-
-    /// How long a call waits for the answers to its upstream's questions
-    /// (default 24 h, the layer's longest task TTL) before it is
-    /// cancelled upstream, and how many may wait at once (default 10,000).
-    /// A question relayed on a 2025-11-25 client's own stream waits as long
-    /// at most; then the upstream is told the client did not answer.
-    pub fn with_parked_calls(mut self, ttl: Duration, max: usize) -> Self {
-        self.park_ttl = ttl;
-        self.max_parked = max;
-        self
-    }
-
-    /// Ping a quiet upstream every `every` (default 15 s); one that does
-    /// not answer within `wait` (default 10 s) is given up: every call in
-    /// flight on it fails, and it is reconnected.
-    pub fn with_keepalive(mut self, every: Duration, wait: Duration) -> Self {
-        self.keepalive = Keepalive { every, wait };
-        self
-    }
-
-    /// An upstream over stdio runs each tool call in a process of its own
-    /// (its questions carry nothing that says which call asked): at most
-    /// `n` at once (default 16), started as calls need them and kept. A
-    /// call waiting for answers keeps its process.
-    pub fn with_upstream_processes(mut self, n: usize) -> Self {
-        self.processes = n.max(1);
-        self
-    }
-
-    fn policy(&self, tool: &str) -> TaskPolicy {
-        self.policies
-            .get(tool)
-            .copied()
-            .unwrap_or(self.default_policy)
-    }
-}
+use crate::upstream::{Lease, Upstream};
 
 /// The gateway's inner service: the upstream MCP server as a
 /// `tower::Service<JsonRpcRequest>`. Clones share the upstream.
@@ -197,7 +99,7 @@ impl Proxy {
     /// connection ends, with backoff). Needs a tokio runtime.
     pub fn start(target: UpstreamTarget, cfg: ProxyConfig) -> Self {
         let notices = Notices::default();
-        let calls = Calls::new(cfg.max_parked, cfg.park_ttl, notices.clone());
+        let calls = Calls::new(cfg.park, notices.clone());
         let upstream = Upstream::start(
             target,
             cfg.keepalive,

@@ -17,6 +17,7 @@ mod harness;
 mod http;
 mod lanes;
 mod listen;
+mod parked;
 mod progress;
 mod python;
 mod stdio;
