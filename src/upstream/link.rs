@@ -13,6 +13,7 @@ use serde_json::{json, Map, Value};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
+use super::outbox::Outbox;
 use crate::jsonrpc::JsonRpcError;
 
 /// A message from the upstream that is not an answer to one of ours.
@@ -131,7 +132,7 @@ pub(crate) struct Link {
     /// Which connection of the upstream this is (1 for the first, one more
     /// for each restart).
     pub(crate) serial: u64,
-    out: mpsc::Sender<Vec<u8>>,
+    out: Outbox,
     waiting: Mutex<HashMap<u64, Waiter, crate::hashing::Own>>,
     next_id: AtomicU64,
     closed: CancellationToken,
@@ -151,7 +152,7 @@ impl Link {
     pub(crate) fn new(serial: u64, out: mpsc::Sender<Vec<u8>>) -> Arc<Self> {
         Arc::new(Link {
             serial,
-            out,
+            out: Outbox::new(out),
             waiting: Mutex::default(),
             next_id: AtomicU64::new(1),
             closed: CancellationToken::new(),
@@ -189,7 +190,7 @@ impl Link {
             id,
             armed: true,
         };
-        if self.out.send(message.into_bytes()).await.is_err() {
+        if !self.out.send(message.into_bytes()).await {
             return Err(self.gone());
         }
         let answer = rx.await;
@@ -243,22 +244,30 @@ impl Link {
             })
     }
 
-    /// Answer the upstream's request `id`.
+    /// Answer the upstream's request `id`: never dropped while the
+    /// connection lives (the upstream waits for it).
     pub(crate) fn respond(&self, id: Value, answer: Result<Value, JsonRpcError>) {
         let message = match answer {
             Ok(result) => json!({ "jsonrpc": "2.0", "id": id, "result": result }),
             Err(error) => json!({ "jsonrpc": "2.0", "id": id, "error": error }),
         };
-        self.send(message);
+        self.out
+            .must(message.to_string().into_bytes(), &self.closed);
     }
 
-    /// Send a notification; dropped if the connection is full or over.
+    /// Send a notification (a cancel, `initialized`): never dropped while
+    /// the connection lives.
     pub(crate) fn notify(&self, method: &str, params: Value) {
-        self.send(json!({ "jsonrpc": "2.0", "method": method, "params": params }));
+        let message = json!({ "jsonrpc": "2.0", "method": method, "params": params });
+        self.out
+            .must(message.to_string().into_bytes(), &self.closed);
     }
 
-    fn send(&self, message: Value) {
-        let _ = self.out.try_send(message.to_string().into_bytes());
+    /// Send a notification that carries no data (a change the upstream
+    /// asks about again): dropped if the connection's queue is full.
+    pub(crate) fn hint(&self, method: &str, params: Value) {
+        let message = json!({ "jsonrpc": "2.0", "method": method, "params": params });
+        self.out.hint(message.to_string().into_bytes());
     }
 
     /// Whether the connection is over.

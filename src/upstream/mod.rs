@@ -10,7 +10,8 @@
 //!
 //! `link.rs` is one connection (ids, waiting requests, the end), `lane.rs`
 //! its supervision, `child.rs` a child process over stdio, `http.rs` a
-//! Streamable HTTP endpoint, `session.rs` the handshake and `tools/list`.
+//! Streamable HTTP endpoint, `session.rs` the handshake and `tools/list`,
+//! `outbox.rs` the order and bounds of what a link sends.
 
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, PoisonError, RwLock, Weak};
@@ -23,6 +24,7 @@ mod child;
 mod http;
 mod lane;
 pub(crate) mod link;
+mod outbox;
 pub(crate) mod session;
 
 pub(crate) use lane::Keepalive;
@@ -300,11 +302,12 @@ impl Upstream {
         primary.session(tokio::time::Instant::now() + wait).await
     }
 
-    /// Send a notification of the gateway's on every live connection.
+    /// Send a notification of the gateway's that carries no data on every
+    /// live connection (dropped where its queue is full).
     pub(crate) fn notify_all(&self, method: &str, params: &Value) {
         for lane in self.lanes() {
             if let Some(link) = lane.link() {
-                link.notify(method, params.clone());
+                link.hint(method, params.clone());
             }
         }
     }
