@@ -241,8 +241,7 @@ impl Listeners {
         };
         if can_subscribe {
             for uri in uris {
-                if self.hold(&uri).await.is_ok() {
-                    held.uris.push(uri.clone());
+                if self.hold(&uri, &mut held).await.is_ok() {
                     filter.uris.insert(uri);
                 }
             }
@@ -274,20 +273,39 @@ impl Listeners {
         Ok(json!({}))
     }
 
-    /// One more listener of `uri`: the first subscribes upstream.
-    async fn hold(self: &Arc<Self>, uri: &str) -> Result<(), JsonRpcError> {
+    /// One more listener of `uri`, in `held`: the first subscribes
+    /// upstream. It counts before the upstream is asked: a caller dropped
+    /// while the upstream answers gives it back with `held` (the last one
+    /// out unsubscribes), whether the upstream took the subscription or not.
+    async fn hold(self: &Arc<Self>, uri: &str, held: &mut Held) -> Result<(), JsonRpcError> {
         {
             let _turn = self.changing.lock().await;
-            let known = {
-                let mut held = lock(&self.held);
-                held.get_mut(uri).map(|n| *n += 1).is_some()
+            let first = {
+                let mut counts = lock(&self.held);
+                let n = counts.entry(uri.to_owned()).or_default();
+                *n += 1;
+                *n == 1
             };
-            if !known {
-                let serial = self
+            held.uris.push(uri.to_owned());
+            if first {
+                match self
                     .upstream_request("resources/subscribe", json!({ "uri": uri }))
-                    .await?;
-                self.subscribed(serial);
-                *lock(&self.held).entry(uri.to_owned()).or_default() += 1;
+                    .await
+                {
+                    Ok(serial) => self.subscribed(serial),
+                    Err(e) => {
+                        // Not subscribed: nothing to give back upstream.
+                        held.uris.pop();
+                        let mut counts = lock(&self.held);
+                        if let Some(n) = counts.get_mut(uri) {
+                            *n -= 1;
+                            if *n == 0 {
+                                counts.remove(uri);
+                            }
+                        }
+                        return Err(e);
+                    }
+                }
             }
         }
         self.keep();

@@ -205,9 +205,11 @@ async fn a_stream_closed_before_its_answer_is_resumed_after_the_last_event() {
 #[derive(Default)]
 pub(crate) struct Fake {
     /// `tools/call` streams still open.
-    open: AtomicUsize,
+    pub(crate) open: AtomicUsize,
     /// `GET` streams opened.
     gets: AtomicUsize,
+    /// `resources/unsubscribe` requests.
+    pub(crate) unsubscribes: AtomicUsize,
 }
 
 /// A bare HTTP/1.1 MCP upstream, one request at a time per connection. It
@@ -305,6 +307,10 @@ async fn serve_fake(conn: tokio::net::TcpStream, fake: Arc<Fake>) {
                 let _ = conn.read_to_end(&mut Vec::new()).await;
                 fake.open.fetch_sub(1, Ordering::SeqCst);
                 return;
+            }
+            "resources/unsubscribe" => {
+                fake.unsubscribes.fetch_add(1, Ordering::SeqCst);
+                json!({})
             }
             _ if msg.get("id").is_none() => {
                 let _ = conn

@@ -360,3 +360,40 @@ async fn an_upstream_that_never_answers_a_subscribe_holds_no_stream_for_ever() {
         c.gone.cancel();
     }
 }
+
+/// A listener whose stream is dropped while the upstream has its
+/// `resources/subscribe` (taken upstream, not answered yet) gives the
+/// subscription back: the gateway unsubscribes. Before, a caller dropped
+/// there left the upstream subscribed with nobody counted as listening,
+/// so nothing ever unsubscribed it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listener_dropped_while_the_upstream_subscribes_is_unsubscribed() {
+    let (up, fake) = crate::http::fake_upstream().await;
+    let cfg =
+        mcp_task_layer::gateway::ProxyConfig::default().with_connect_wait(Duration::from_secs(60));
+    let gw = Gateway::with_config(up, cfg).await;
+    let c = client(false);
+    let listening = c.listen(&gw, json!({ "resourceSubscriptions": ["memo://x"] }));
+    // The upstream has the subscribe (bounded: 30 s).
+    for _ in 0..600 {
+        if fake.open.load(Ordering::SeqCst) == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        fake.open.load(Ordering::SeqCst),
+        1,
+        "the subscribe is upstream"
+    );
+    listening.abort();
+    assert!(listening.await.is_err());
+    // Bounded: 30 s.
+    for _ in 0..600 {
+        if fake.unsubscribes.load(Ordering::SeqCst) == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(fake.unsubscribes.load(Ordering::SeqCst), 1);
+}
