@@ -18,7 +18,9 @@ path's calls and the median of the per-step ratios (gateway / direct),
 with the ratio's quartiles. GATEWAY=PATH[:PATH...] compares other builds
 of the gateway as well (paths `other`, or `other1`, `other2`, ...);
 UPSTREAM=COMMAND with ECHO_ARG=NAME puts another upstream's echo tool
-behind all of them.
+behind all of them. JSON_RELAY=1 adds path `json`, a relay that parses
+every message and rewrites ids (benches/examples/json_relay.rs, built as
+line_relay is): the least a proxy of many clients does.
 """
 
 import os
@@ -36,6 +38,11 @@ def main():
     if os.environ.get("PIN"):
         os.sched_setaffinity(0, {max(os.sched_getaffinity(0))})
     cmds = paths()
+    if os.environ.get("JSON_RELAY"):
+        # benches/examples/json_relay.rs: a relay that parses every message
+        # and rewrites ids, the least a proxy of many clients does.
+        relay = cmds["relay"][0]
+        cmds["json"] = [os.path.join(os.path.dirname(relay), "json_relay"), "--"] + cmds["direct"]
     others = [g for g in os.environ.get("GATEWAY", "").split(":") if g]
     for i, other in enumerate(others):
         cmds[f"other{i + 1}" if len(others) > 1 else "other"] = [other] + cmds["gateway"][1:]
