@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
 use super::call::{call_ended, UpstreamCall};
 use super::config::ParkLimits;
@@ -34,6 +35,8 @@ struct Parked {
     call: UpstreamCall,
     owner: Option<String>,
     handle: Option<TaskHandle>,
+    /// Ends the wait's timer when the call leaves the table.
+    left: CancellationToken,
 }
 
 /// The parked calls by key, and by task where the task is known: a call
@@ -109,6 +112,7 @@ impl ParkedTable {
     }
 
     fn forget_owner(&mut self, parked: &Parked) {
+        parked.left.cancel();
         if let Some(n) = self.per_owner.get_mut(&parked.owner) {
             *n -= 1;
             if *n == 0 {
@@ -185,6 +189,7 @@ impl Calls {
         let serial = call.serial();
         let id = call.id();
         let task = handle.clone();
+        let left = CancellationToken::new();
         {
             let mut parked = lock(&self.parked);
             if let Some(refusal) = parked.refuse(owner.as_ref(), self.limits) {
@@ -197,6 +202,7 @@ impl Calls {
                     call,
                     owner,
                     handle,
+                    left: left.clone(),
                 },
             );
         }
@@ -217,6 +223,9 @@ impl Calls {
             tokio::select! {
                 () = tokio::time::sleep(ttl) => {}
                 () = ended => {}
+                // Answered, or gone another way: no timer waits the TTL
+                // out for it.
+                () = left.cancelled() => return,
             }
             if let Some(calls) = me.upgrade() {
                 // Still there: nobody answered in time, or its task is
@@ -484,5 +493,49 @@ mod tests {
             },
         );
         assert!(matches!(b_events.try_recv(), Ok(CallEvent::Ask { .. })));
+    }
+
+    /// A parked call's timer ends when the call leaves the table (here,
+    /// answered): before, each park left a task sleeping out the whole
+    /// TTL (24 h by default) after its call had gone on, one more for
+    /// every round of questions.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_call_that_leaves_the_table_takes_its_timer_with_it() {
+        let calls = Calls::new(
+            ParkLimits {
+                ttl: Duration::from_secs(3_600),
+                max: 10,
+                per_owner: 10,
+            },
+            Notices::default(),
+        );
+        let (out, _sent) = mpsc::channel(8);
+        let link = Link::new(1, out);
+        let alive = || {
+            tokio::runtime::Handle::current()
+                .metrics()
+                .num_alive_tasks()
+        };
+        let before = alive();
+        for round in 0..3 {
+            let events = calls.register(1, round);
+            let registry = Arc::clone(&calls) as Arc<dyn Registry>;
+            let call = UpstreamCall::start(registry, events, &link, None, round, "{}".into());
+            let key = format!("k{round}");
+            calls
+                .park(call, Some("alice".into()), None, key.clone())
+                .unwrap();
+            assert_eq!(alive(), before + 1, "its timer");
+            let call = calls.unpark(&key, Some("alice")).expect("parked");
+            // Bounded: the timer sees its token at its next poll.
+            for _ in 0..10 {
+                if alive() == before {
+                    break;
+                }
+                tokio::task::yield_now().await;
+            }
+            assert_eq!(alive(), before, "round {round}: no timer left");
+            drop(call);
+        }
     }
 }
