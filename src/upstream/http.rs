@@ -86,7 +86,18 @@ pub(crate) fn connect(
                 () = writer.closed() => None,
             };
             let Some(message) = message else { break };
-            tokio::spawn(Arc::clone(&wire).send(Arc::clone(&writer), message));
+            // Each message's exchange lasts as long as the connection at
+            // most: one given up (a silent upstream) holds no request.
+            let (sending, link) = (
+                Arc::clone(&wire).send(Arc::clone(&writer), message),
+                Arc::clone(&writer),
+            );
+            tokio::spawn(async move {
+                tokio::select! {
+                    () = sending => {}
+                    () = link.closed() => {}
+                }
+            });
         }
         let _ = wire.delete().await;
         wire.sink.link_closed(writer.serial);

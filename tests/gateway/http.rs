@@ -4,7 +4,7 @@
 //! of the call that asked it, so calls asking at once are told apart.
 
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -210,6 +210,10 @@ pub(crate) struct Fake {
     gets: AtomicUsize,
     /// `resources/unsubscribe` requests.
     pub(crate) unsubscribes: AtomicUsize,
+    /// Pings are taken and never answered.
+    mute: AtomicBool,
+    /// Pings taken and not answered, their connections still open.
+    hung: AtomicUsize,
 }
 
 /// A bare HTTP/1.1 MCP upstream, one request at a time per connection. It
@@ -283,6 +287,12 @@ async fn serve_fake(conn: tokio::net::TcpStream, fake: Arc<Fake>) {
             continue;
         }
         let msg: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+        if msg["method"] == "ping" && fake.mute.load(Ordering::SeqCst) {
+            fake.hung.fetch_add(1, Ordering::SeqCst);
+            let _ = conn.read_to_end(&mut Vec::new()).await;
+            fake.hung.fetch_sub(1, Ordering::SeqCst);
+            return;
+        }
         let result = match msg["method"].as_str().unwrap_or_default() {
             "initialize" => json!({
                 "protocolVersion": "2025-11-25",
@@ -391,4 +401,65 @@ async fn a_cancelled_calls_answer_stream_is_closed_though_the_upstream_never_end
             .await;
     }
     settle(0).await;
+}
+
+/// An upstream that stops answering (its pings go unanswered) is given up,
+/// and every request the gateway had sent it lets go of its connection:
+/// the answer stream of a call in flight and the unanswered pings. Before,
+/// each stayed open for as long as the upstream kept it, after the
+/// connection it belonged to had ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_given_up_holds_none_of_the_gateways_requests() {
+    let (up, fake) = fake_upstream().await;
+    let cfg = mcp_task_layer::gateway::ProxyConfig::default()
+        .with_connect_wait(Duration::from_secs(30))
+        .with_tool_policy("hang", TaskPolicy::Sync)
+        .with_keepalive(Duration::from_millis(200), Duration::from_millis(500));
+    let gw = Gateway::with_config(up, cfg).await;
+    let call = {
+        let gw = gw.as_owner("alice");
+        tokio::spawn(async move {
+            gw.send("tools/call", json!({ "name": "hang", "arguments": {} }))
+                .await
+        })
+    };
+    // Bounded: 10 s.
+    for _ in 0..200 {
+        if fake.open.load(Ordering::SeqCst) == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(fake.open.load(Ordering::SeqCst), 1, "the call's stream");
+    fake.mute.store(true, Ordering::SeqCst);
+    let failed = tokio::time::timeout(Duration::from_secs(30), call)
+        .await
+        .expect("the call fails once the upstream is given up")
+        .unwrap();
+    assert!(
+        common::err(&failed).message.contains("upstream"),
+        "{failed:?}"
+    );
+    // Bounded: 10 s.
+    for _ in 0..200 {
+        if fake.open.load(Ordering::SeqCst) == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(fake.open.load(Ordering::SeqCst), 0, "its stream let go");
+    // The upstream answers again: no ping of a connection given up is
+    // still held (bounded: 10 s).
+    fake.mute.store(false, Ordering::SeqCst);
+    for _ in 0..200 {
+        if fake.hung.load(Ordering::SeqCst) == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        fake.hung.load(Ordering::SeqCst),
+        0,
+        "unanswered pings let go"
+    );
 }
