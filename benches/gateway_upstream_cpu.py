@@ -13,7 +13,7 @@ It reads `perf stat -e task-clock` of each process (of all its threads)
 over N calls, and the upstream's context switches from /proc: voluntary
 (it waited for input) and involuntary (a process it woke ran first).
 Without UPSTREAM the upstream is tests/gateway/upstream.py under
-MCP_TASKS_PYTHON.
+MCP_TASKS_PYTHON. JSON_RELAY=1 adds path `json` (benches/examples/json_relay.rs).
 """
 
 import os
@@ -83,7 +83,12 @@ def main():
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 5000
     os.sched_setaffinity(0, {max(os.sched_getaffinity(0))})
     echo = {"name": "echo", "arguments": {os.environ.get("ECHO_ARG", "text"): "hi"}}
-    for name, argv in paths().items():
+    cmds = paths()
+    if os.environ.get("JSON_RELAY"):
+        # benches/examples/json_relay.rs, as in gateway_paired.py.
+        relay = cmds["relay"][0]
+        cmds["json"] = [os.path.join(os.path.dirname(relay), "json_relay"), "--"] + cmds["direct"]
+    for name, argv in cmds.items():
         measure(name, argv, n, echo)
 
 
