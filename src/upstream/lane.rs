@@ -254,7 +254,15 @@ async fn watch_link(
             }
             () = refreshed => {
                 let Some(up) = connector.upgrade() else { return false };
-                up.refresh(link).await;
+                // No ping goes out meanwhile: an upstream that does not
+                // list its tools in a ping's time is given up as one that
+                // does not answer a ping.
+                if tokio::time::timeout(keepalive.wait, up.refresh(link)).await.is_err() {
+                    link.close(format!(
+                        "the upstream did not answer tools/list within {} ms",
+                        keepalive.wait.as_millis()
+                    ));
+                }
             }
         }
     }

@@ -214,6 +214,12 @@ pub(crate) struct Fake {
     mute: AtomicBool,
     /// Pings taken and not answered, their connections still open.
     hung: AtomicUsize,
+    /// `tools/list` after the first is taken and never answered.
+    relist_hangs: AtomicBool,
+    /// `tools/list` requests.
+    tools_lists: AtomicUsize,
+    /// `initialize` requests: one per connection.
+    inits: AtomicUsize,
 }
 
 /// A bare HTTP/1.1 MCP upstream, one request at a time per connection. It
@@ -287,6 +293,9 @@ async fn serve_fake(conn: tokio::net::TcpStream, fake: Arc<Fake>) {
             continue;
         }
         let msg: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+        if msg["method"] == "initialize" {
+            fake.inits.fetch_add(1, Ordering::SeqCst);
+        }
         if msg["method"] == "ping" && fake.mute.load(Ordering::SeqCst) {
             fake.hung.fetch_add(1, Ordering::SeqCst);
             let _ = conn.read_to_end(&mut Vec::new()).await;
@@ -294,6 +303,13 @@ async fn serve_fake(conn: tokio::net::TcpStream, fake: Arc<Fake>) {
             return;
         }
         let result = match msg["method"].as_str().unwrap_or_default() {
+            "tools/list"
+                if fake.tools_lists.fetch_add(1, Ordering::SeqCst) >= 1
+                    && fake.relist_hangs.load(Ordering::SeqCst) =>
+            {
+                let _ = conn.read_to_end(&mut Vec::new()).await;
+                return;
+            }
             "initialize" => json!({
                 "protocolVersion": "2025-11-25",
                 "capabilities": { "tools": { "listChanged": true }, "resources": { "subscribe": true } },
@@ -462,4 +478,33 @@ async fn an_upstream_given_up_holds_none_of_the_gateways_requests() {
         0,
         "unanswered pings let go"
     );
+}
+
+/// An upstream that says its tools changed and then does not answer the
+/// `tools/list` is given up as one that does not answer a ping: the
+/// gateway connects again. Before, it waited for that list with no
+/// deadline and sent no ping meanwhile, so every call on the connection
+/// hung for ever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_that_does_not_list_its_changed_tools_is_given_up() {
+    let (up, fake) = fake_upstream().await;
+    fake.relist_hangs.store(true, Ordering::SeqCst);
+    let cfg = mcp_task_layer::gateway::ProxyConfig::default()
+        .with_connect_wait(Duration::from_secs(30))
+        // Pings far apart: none is out when the tools change.
+        .with_keepalive(Duration::from_secs(30), Duration::from_millis(500));
+    let _gw = Gateway::with_config(up, cfg).await;
+    // The session's stream says the tools changed; the list never comes
+    // (bounded: 10 s).
+    for _ in 0..200 {
+        if fake.inits.load(Ordering::SeqCst) >= 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        fake.tools_lists.load(Ordering::SeqCst) >= 2,
+        "the tools were listed again"
+    );
+    assert!(fake.inits.load(Ordering::SeqCst) >= 2, "connected again");
 }
