@@ -287,11 +287,17 @@ impl Calls {
 
     /// The call a question or log message over `link` belongs to: the
     /// request whose answer stream carried it (Streamable HTTP), and no
-    /// other, even when it has ended; over stdio nothing in the message
-    /// says, so it is the one call in flight that is not waiting for
-    /// answers (or, if all are, the one call).
-    fn asker(&self, serial: u64, related: Option<u64>) -> Result<mpsc::Sender<CallEvent>, NoCall> {
+    /// other, even when it has ended, and none if it came on no request's
+    /// stream (the session's `GET` stream: one link carries every client's
+    /// calls); over stdio nothing in the message says, so it is the one
+    /// call in flight that is not waiting for answers (or, if all are, the
+    /// one call).
+    fn asker(&self, link: &Link, related: Option<u64>) -> Result<mpsc::Sender<CallEvent>, NoCall> {
+        let serial = link.serial;
         let running = lock(&self.running);
+        if link.says_request && related.is_none() {
+            return Err(NoCall::Outside);
+        }
         if let Some(id) = related {
             // Never another call on the link: over HTTP one link carries
             // every client's calls.
@@ -349,7 +355,7 @@ impl InboundSink for Calls {
                     link.respond(id, Ok(json!({})));
                     return;
                 }
-                match self.asker(link.serial, related) {
+                match self.asker(link, related) {
                     Ok(events) => {
                         let ask = CallEvent::Ask { id: id.clone(), method, params };
                         if events.try_send(ask).is_err() {
@@ -395,7 +401,7 @@ impl InboundSink for Calls {
                         let _ = r.events.try_send(CallEvent::Progress(params));
                     }
                 } else if method == LOG_MESSAGE {
-                    match self.asker(link.serial, related) {
+                    match self.asker(link, related) {
                         Ok(events) => {
                             let _ = events.try_send(CallEvent::Note { method, params });
                         }

@@ -77,7 +77,7 @@ pub(crate) fn connect(
         sink,
     });
     let (tx, mut rx) = mpsc::channel::<Vec<u8>>(256);
-    let link = Link::new(serial, tx);
+    let link = Link::says_request(serial, tx);
     let writer = Arc::clone(&link);
     tokio::spawn(async move {
         loop {

@@ -132,6 +132,10 @@ pub(crate) struct Link {
     /// Which connection of the upstream this is (1 for the first, one more
     /// for each restart).
     pub(crate) serial: u64,
+    /// Each message of the upstream's says which of our requests it came
+    /// with, if any (Streamable HTTP: the answer stream it came on); over
+    /// stdio nothing does.
+    pub(crate) says_request: bool,
     out: Outbox,
     waiting: Mutex<HashMap<u64, Waiter, crate::hashing::Own>>,
     next_id: AtomicU64,
@@ -148,10 +152,21 @@ impl std::fmt::Debug for Link {
 }
 
 impl Link {
-    /// A link whose messages go to `out`, one JSON text each.
+    /// A link whose messages go to `out`, one JSON text each (stdio).
     pub(crate) fn new(serial: u64, out: mpsc::Sender<Vec<u8>>) -> Arc<Self> {
+        Self::make(serial, out, false)
+    }
+
+    /// A link whose upstream's messages say which request they came with
+    /// (Streamable HTTP).
+    pub(crate) fn says_request(serial: u64, out: mpsc::Sender<Vec<u8>>) -> Arc<Self> {
+        Self::make(serial, out, true)
+    }
+
+    fn make(serial: u64, out: mpsc::Sender<Vec<u8>>, says_request: bool) -> Arc<Self> {
         Arc::new(Link {
             serial,
+            says_request,
             out: Outbox::new(out),
             waiting: Mutex::default(),
             next_id: AtomicU64::new(1),

@@ -220,6 +220,11 @@ pub(crate) struct Fake {
     tools_lists: AtomicUsize,
     /// `initialize` requests: one per connection.
     inits: AtomicUsize,
+    /// The session's stream asks an `elicitation/create` (id 777) once a
+    /// call's stream is open.
+    ask_on_get: AtomicBool,
+    /// The gateway's answer to it.
+    answer_777: std::sync::Mutex<Option<serde_json::Value>>,
 }
 
 /// A bare HTTP/1.1 MCP upstream, one request at a time per connection. It
@@ -283,6 +288,18 @@ async fn serve_fake(conn: tokio::net::TcpStream, fake: Arc<Fake>) {
                 "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}\n\n";
             let chunk = format!("{:x}\r\n{event}\r\n", event.len());
             let _ = conn.write_all(chunk.as_bytes()).await;
+            if fake.ask_on_get.load(Ordering::SeqCst) {
+                // Bounded: 10 s.
+                for _ in 0..200 {
+                    if fake.open.load(Ordering::SeqCst) >= 1 {
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                let event = "data: {\"jsonrpc\":\"2.0\",\"id\":777,\"method\":\"elicitation/create\",\"params\":{\"message\":\"a question of no call\",\"requestedSchema\":{\"type\":\"object\"}}}\n\n";
+                let chunk = format!("{:x}\r\n{event}\r\n", event.len());
+                let _ = conn.write_all(chunk.as_bytes()).await;
+            }
             let _ = conn.read_to_end(&mut Vec::new()).await;
             return;
         }
@@ -295,6 +312,13 @@ async fn serve_fake(conn: tokio::net::TcpStream, fake: Arc<Fake>) {
         let msg: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
         if msg["method"] == "initialize" {
             fake.inits.fetch_add(1, Ordering::SeqCst);
+        }
+        if msg["id"] == 777 && msg.get("method").is_none() {
+            *fake.answer_777.lock().unwrap() = Some(msg);
+            let _ = conn
+                .write_all(b"HTTP/1.1 202 Accepted\r\ncontent-length: 0\r\n\r\n")
+                .await;
+            continue;
         }
         if msg["method"] == "ping" && fake.mute.load(Ordering::SeqCst) {
             fake.hung.fetch_add(1, Ordering::SeqCst);
@@ -507,4 +531,31 @@ async fn an_upstream_that_does_not_list_its_changed_tools_is_given_up() {
         "the tools were listed again"
     );
     assert!(fake.inits.load(Ordering::SeqCst) >= 2, "connected again");
+}
+
+/// Over Streamable HTTP one connection carries every client's calls: a
+/// question the upstream asks on its session's stream, with no request of
+/// the gateway's to say whose it is, is no call's. It is answered with an
+/// error and reaches no client's call, even when one call alone is in
+/// flight. Before, it went to that call, whoever's client it was (another
+/// client's roots or answers to a session serving someone else).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_on_the_sessions_stream_reaches_no_clients_call() {
+    let (up, fake) = fake_upstream().await;
+    fake.ask_on_get.store(true, Ordering::SeqCst);
+    let gw = Gateway::start(up, &[("hang", TaskPolicy::Task)]).await;
+    let r = gw.call("hang", json!({})).await;
+    let task = r["taskId"].as_str().unwrap().to_owned();
+    // Bounded: 20 s.
+    let mut answer = None;
+    for _ in 0..400 {
+        answer = fake.answer_777.lock().unwrap().clone();
+        if answer.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let answer = answer.expect("the gateway answers the question itself");
+    assert_eq!(answer["error"]["code"], -32601, "{answer}");
+    assert_eq!(gw.get(&task).await["status"], "working");
 }
