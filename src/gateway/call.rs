@@ -245,6 +245,9 @@ impl UpstreamCall {
     pub(crate) fn cancel_upstream(&mut self, reason: &str) {
         if !self.done {
             self.done = true;
+            if let Some(lease) = &mut self.lease {
+                lease.unanswered();
+            }
             self.link.notify(
                 "notifications/cancelled",
                 json!({ "requestId": self.id, "reason": reason }),

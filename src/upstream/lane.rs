@@ -70,6 +70,11 @@ pub(crate) struct Usage {
     pub(crate) residents: usize,
     /// When the lane last had no call at all.
     pub(crate) idle_since: Instant,
+    /// The connection on which a call ended unanswered (cancelled, its
+    /// caller gone): its handler may still run and ask, and over stdio
+    /// nothing would tell its questions from the next call's. That
+    /// connection takes no new call, and is ended once no call is on it.
+    pub(crate) tainted: Option<u64>,
 }
 
 impl Default for Usage {
@@ -78,6 +83,7 @@ impl Default for Usage {
             active: false,
             residents: 0,
             idle_since: Instant::now(),
+            tainted: None,
         }
     }
 }

@@ -28,7 +28,7 @@ mod outbox;
 pub(crate) mod session;
 
 pub(crate) use lane::Keepalive;
-use lane::{Connector, Lane};
+use lane::{Connector, Lane, Usage};
 
 use link::{Inbound, InboundSink, Link};
 use session::ServerInfo;
@@ -146,11 +146,20 @@ pub(crate) struct Lease {
     upstream: Weak<Upstream>,
     /// Whether the call is a resident (parked) rather than the active one.
     parked: bool,
+    /// The call ended without its answer: its handler may still run.
+    unanswered: bool,
     /// The lane's live connection.
     pub(crate) link: Arc<Link>,
 }
 
 impl Lease {
+    /// The call ends without its answer (cancelled, its caller gone): the
+    /// upstream's handler may go on and ask, so the connection takes no
+    /// other call and ends (its process restarts) once no call is on it.
+    pub(crate) fn unanswered(&mut self) {
+        self.unanswered = true;
+    }
+
     /// The call waits for answers: it stops being the lane's active call
     /// and stays as a resident.
     pub(crate) fn park(&mut self) {
@@ -205,15 +214,27 @@ fn wake(upstream: &Weak<Upstream>) {
 impl Drop for Lease {
     fn drop(&mut self) {
         if let Some(lane) = &self.lane {
-            give_back(lane, self.parked);
+            let end = {
+                let mut usage = lane.usage();
+                if self.unanswered {
+                    usage.tainted = Some(self.link.serial);
+                }
+                give_back(&mut usage, self.parked);
+                usage.is_empty() && usage.tainted == Some(self.link.serial)
+            };
+            if end {
+                // A new process for the next call: the old one's handler
+                // may still ask.
+                self.link
+                    .close("a call on it ended unanswered; its handler may still run".to_owned());
+            }
             wake(&self.upstream);
         }
     }
 }
 
 /// A lane's use ends: as its active call, or as a resident (`parked`).
-fn give_back(lane: &Lane, parked: bool) {
-    let mut usage = lane.usage();
+fn give_back(usage: &mut Usage, parked: bool) {
     if parked {
         usage.residents = usage.residents.saturating_sub(1);
     } else {
@@ -237,6 +258,7 @@ impl Held {
             lane: self.lane.take(),
             upstream: Weak::clone(&self.upstream),
             parked: false,
+            unanswered: false,
             link,
         }
     }
@@ -245,7 +267,7 @@ impl Held {
 impl Drop for Held {
     fn drop(&mut self) {
         if let Some(lane) = self.lane.take() {
-            give_back(&lane, false);
+            give_back(&mut lane.usage(), false);
             wake(&self.upstream);
         }
     }
@@ -322,6 +344,7 @@ impl Upstream {
                 lane: None,
                 upstream: Weak::clone(&self.me),
                 parked: false,
+                unanswered: false,
                 link,
             });
         }
@@ -360,7 +383,9 @@ impl Upstream {
             .iter()
             .filter_map(|l| {
                 let u = *l.usage();
-                (!u.active).then_some(((u.residents, !l.is_up()), l))
+                // Not a connection on which a call ended unanswered.
+                let clean = u.tainted.is_none() || u.tainted != l.link().map(|k| k.serial);
+                (!u.active && clean).then_some(((u.residents, !l.is_up()), l))
             })
             .min_by_key(|(rank, _)| *rank)
             .map(|(_, l)| Arc::clone(l));

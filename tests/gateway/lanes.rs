@@ -140,3 +140,38 @@ async fn a_call_waiting_to_resume_leaves_the_running_calls_questions_to_it() {
         "Deleted a.txt."
     );
 }
+
+/// A call that ends without its answer (its caller gone) may leave its
+/// handler running upstream, and over stdio nothing would tell that
+/// handler's later questions from the next call's: the next call, of any
+/// client, gets a new process. Before, it got the same one, and a question
+/// the old handler asked went to whoever called next.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_process_of_a_call_that_ended_unanswered_takes_no_other_call() {
+    let (_dir, file) = events_file();
+    let Some(up) = python(&file) else { return };
+    let cfg = ProxyConfig::default()
+        .with_connect_wait(Duration::from_secs(20))
+        .with_upstream_processes(1)
+        .with_tool_policy("slow_compute", TaskPolicy::Sync)
+        .with_tool_policy("pid", TaskPolicy::Sync);
+    let gw = Gateway::with_config(up, cfg).await;
+    let before = text(&gw.call("pid", json!({})).await).to_owned();
+    let alice = gw.as_owner("alice");
+    let running = tokio::spawn(async move {
+        alice
+            .send(
+                "tools/call",
+                json!({ "name": "slow_compute", "arguments": { "seconds": 60, "label": "left" } }),
+            )
+            .await
+    });
+    event(&file, "started slow_compute").await;
+    running.abort();
+    assert!(running.await.is_err());
+    let bob = gw.as_owner("bob");
+    let after = text(&bob.call("pid", json!({})).await).to_owned();
+    assert_ne!(before, after, "bob's call runs on a new process");
+    let again = text(&bob.call("pid", json!({})).await).to_owned();
+    assert_eq!(after, again, "an answered call keeps its process");
+}
