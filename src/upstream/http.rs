@@ -144,7 +144,27 @@ impl Wire {
             Ok(req) => req,
             Err(e) => return link.close(format!("cannot make the upstream request: {e}")),
         };
-        let resp = match self.client.request(req).await {
+        // A request's caller may go before the answer's headers come (an
+        // upstream answering in JSON sends them with the answer): the
+        // exchange ends then. Nobody waits for one already gone.
+        let abandoned = match id {
+            Some(id) => match link.abandoned(id) {
+                Some(token) => Some(token),
+                None => return,
+            },
+            None => None,
+        };
+        let gone = async {
+            match &abandoned {
+                Some(token) => token.cancelled().await,
+                None => std::future::pending().await,
+            }
+        };
+        let resp = tokio::select! {
+            resp = self.client.request(req) => resp,
+            () = gone => return,
+        };
+        let resp = match resp {
             Ok(resp) => resp,
             Err(e) => {
                 return link.close(format!("the upstream at {} is unreachable: {e}", self.uri));

@@ -347,7 +347,7 @@ async fn a_listen_request_is_checked_before_anything_is_subscribed() {
 /// change, and no stream asking for a resource was acknowledged again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_upstream_that_never_answers_a_subscribe_holds_no_stream_for_ever() {
-    let (up, _fake) = crate::http::fake_upstream().await;
+    let (up, _fake) = crate::fake::fake_upstream().await;
     let cfg =
         mcp_task_layer::gateway::ProxyConfig::default().with_connect_wait(Duration::from_secs(1));
     let gw = Gateway::with_config(up, cfg).await;
@@ -368,7 +368,7 @@ async fn an_upstream_that_never_answers_a_subscribe_holds_no_stream_for_ever() {
 /// so nothing ever unsubscribed it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_listener_dropped_while_the_upstream_subscribes_is_unsubscribed() {
-    let (up, fake) = crate::http::fake_upstream().await;
+    let (up, fake) = crate::fake::fake_upstream().await;
     let cfg =
         mcp_task_layer::gateway::ProxyConfig::default().with_connect_wait(Duration::from_secs(60));
     let gw = Gateway::with_config(up, cfg).await;

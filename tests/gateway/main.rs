@@ -13,6 +13,7 @@ mod cancels;
 #[path = "../common/mod.rs"]
 mod common;
 mod everything;
+mod fake;
 mod harness;
 mod http;
 mod lanes;
