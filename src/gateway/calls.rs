@@ -37,6 +37,8 @@ struct Parked {
     handle: Option<TaskHandle>,
     /// Ends the wait's timer when the call leaves the table.
     left: CancellationToken,
+    /// The method of the request it answers: only its retry goes on with it.
+    method: String,
 }
 
 /// The parked calls by key, and by task where the task is known: a call
@@ -185,6 +187,7 @@ impl Calls {
         owner: Option<String>,
         handle: Option<TaskHandle>,
         key: String,
+        method: &str,
     ) -> Result<(), JsonRpcError> {
         let serial = call.serial();
         let id = call.id();
@@ -203,6 +206,7 @@ impl Calls {
                     owner,
                     handle,
                     left: left.clone(),
+                    method: method.to_owned(),
                 },
             );
         }
@@ -238,13 +242,20 @@ impl Calls {
         Ok(())
     }
 
-    /// The call parked under `key`, if `owner` parked it. It still counts
+    /// The call parked under `key`, if `owner` parked it for a request of
+    /// `method` (an MRTR retry is the same request). It still counts
     /// as waiting (a question on its connection is not its) until
     /// [`resumed`](Self::resumed): over stdio it may wait first for the
     /// call active on its process to end.
-    pub(crate) fn unpark(&self, key: &str, owner: Option<&str>) -> Option<UpstreamCall> {
+    pub(crate) fn unpark(
+        &self,
+        key: &str,
+        owner: Option<&str>,
+        method: &str,
+    ) -> Option<UpstreamCall> {
         let mut parked = lock(&self.parked);
-        if parked.by_key.get(key)?.owner.as_deref() != owner {
+        let p = parked.by_key.get(key)?;
+        if p.owner.as_deref() != owner || p.method != method {
             return None;
         }
         parked.remove(key).map(|p| p.call)
@@ -529,10 +540,12 @@ mod tests {
             let call = UpstreamCall::start(registry, events, &link, None, round, "{}".into());
             let key = format!("k{round}");
             calls
-                .park(call, Some("alice".into()), None, key.clone())
+                .park(call, Some("alice".into()), None, key.clone(), "tools/call")
                 .unwrap();
             assert_eq!(alive(), before + 1, "its timer");
-            let call = calls.unpark(&key, Some("alice")).expect("parked");
+            let call = calls
+                .unpark(&key, Some("alice"), "tools/call")
+                .expect("parked");
             // Bounded: the timer sees its token at its next poll.
             for _ in 0..10 {
                 if alive() == before {

@@ -277,7 +277,7 @@ impl Shared {
         let watched = self.watch(req);
         let mut call = match params.request_state.as_deref() {
             Some(state) => {
-                let Some(mut call) = self.calls.unpark(state, owner.as_deref()) else {
+                let Some(mut call) = self.calls.unpark(state, owner.as_deref(), &req.method) else {
                     return Err(JsonRpcError::invalid_params(
                         "requestState names no upstream request waiting here: it ended, \
                          expired, or the gateway restarted since it asked",
@@ -286,7 +286,7 @@ impl Shared {
                 self.calls.resumed(&call);
                 if answers_missing(&mut call, req) {
                     let questions = call.questions();
-                    return self.park(call, owner, None, &req.method, questions);
+                    return self.park(call, owner, None, &req.method, &req.method, questions);
                 }
                 call
             }
@@ -299,7 +299,7 @@ impl Shared {
             match call.step(&sink, watched.as_ref().map(|w| &w.token)).await {
                 Step::Done(out) => return out.map(Reply::Raw),
                 Step::Asked(questions) if modern => {
-                    return self.park(call, owner, None, &req.method, questions);
+                    return self.park(call, owner, None, &req.method, &req.method, questions);
                 }
                 Step::Asked(_) => {
                     // Nobody to ask: every question is refused.
@@ -332,7 +332,7 @@ impl Shared {
         let mut call =
             match state
                 .as_deref()
-                .map(|s| self.calls.unpark(s, owner.as_deref()))
+                .map(|s| self.calls.unpark(s, owner.as_deref(), &req.method))
             {
                 Some(Some(mut call)) => {
                     // Over stdio: once no other call is active on its process.
@@ -346,7 +346,7 @@ impl Shared {
                     if answers_missing(&mut call, req) {
                         // Answers still missing: the same questions again.
                         let questions = call.questions();
-                        return self.park(call, owner, handle, &name, questions);
+                        return self.park(call, owner, handle, &req.method, &name, questions);
                     }
                     call
                 }
@@ -380,7 +380,7 @@ impl Shared {
                         h.start_task_now();
                     }
                 }
-                self.park(call, owner, handle, &name, questions)
+                self.park(call, owner, handle, &req.method, &name, questions)
             }
         }
     }
@@ -430,11 +430,12 @@ impl Shared {
         call: UpstreamCall,
         owner: Option<String>,
         handle: Option<TaskHandle>,
+        method: &str,
         name: &str,
         questions: Map<String, Value>,
     ) -> Result<Reply, JsonRpcError> {
         let key = reply::state_key()?;
-        self.calls.park(call, owner, handle, key.clone())?;
+        self.calls.park(call, owner, handle, key.clone(), method)?;
         tracing::debug!(
             tool = name,
             questions = questions.len(),

@@ -57,3 +57,48 @@ async fn ask(gw: &Gateway, file: &str) -> String {
     let r = gw.call("confirm_delete", json!({ "filename": file })).await;
     r["taskId"].as_str().unwrap().to_owned()
 }
+
+/// An MRTR retry is the same request: a `requestState` of a `tools/call`
+/// sent with another method (a `prompts/get`) names nothing, and the call
+/// still waits for its own retry. Before, any forwarded method took the
+/// call up, and over stdio ran it beside the call active on its process
+/// without waiting for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_calls_request_state_is_taken_only_by_its_own_retry() {
+    let (_dir, file) = events_file();
+    let Some(up) = python(&file) else { return };
+    let gw = Gateway::start(up, &[("confirm_delete", TaskPolicy::Sync)]).await;
+    let call = json!({ "name": "confirm_delete", "arguments": { "filename": "m.txt" } });
+    let asked = gw.send26("tools/call", call.clone(), false).await;
+    let asked = crate::common::ok(&asked);
+    assert_eq!(asked["resultType"], "input_required", "{asked}");
+    let state = asked["requestState"].clone();
+    let key = asked["inputRequests"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .next()
+        .unwrap()
+        .clone();
+    let answers = json!({ key: { "action": "accept", "content": { "confirm": true } } });
+
+    let other = gw
+        .send26(
+            "prompts/get",
+            json!({ "name": "greeting", "requestState": state, "inputResponses": answers }),
+            false,
+        )
+        .await;
+    let refused = crate::common::err(&other);
+    assert_eq!(refused.code, -32602, "{refused:?}");
+    assert_eq!(gw.proxy.calls_in_flight().1, 1, "the call still waits");
+
+    let mut retry = call;
+    retry["requestState"] = state;
+    retry["inputResponses"] = answers;
+    let done = gw.send26("tools/call", retry, false).await;
+    assert_eq!(
+        crate::harness::text(crate::common::ok(&done)),
+        "Deleted m.txt."
+    );
+}
