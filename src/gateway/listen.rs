@@ -366,8 +366,17 @@ impl Listeners {
         });
     }
 
-    /// A 2025-era `resources/subscribe` or `resources/unsubscribe` the
-    /// upstream accepted: what the client's session hears changes.
+    /// Whether the resource `req` names is wanted by a listener or a
+    /// session.
+    pub(super) fn still_wanted(&self, req: &JsonRpcRequest) -> bool {
+        req.params_object()
+            .and_then(|p| p.get("uri"))
+            .and_then(Value::as_str)
+            .is_some_and(|uri| self.wanted().contains(uri))
+    }
+
+    /// A 2025-era `resources/subscribe` the upstream accepted, or a
+    /// `resources/unsubscribe`: what the client's session hears changes.
     pub(super) fn note_subscription(self: &Arc<Self>, req: &JsonRpcRequest) {
         let Some(peer) = req.extensions.get::<Peer>() else {
             return;

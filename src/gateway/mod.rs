@@ -225,7 +225,17 @@ impl Shared {
                 "subscriptions/listen" if modern => {
                     self.listeners.listen(&req).await.map(Reply::Value)
                 }
-                "resources/subscribe" | "resources/unsubscribe" if !modern => {
+                "resources/unsubscribe" if !modern => {
+                    // This client lets go; the upstream keeps a resource
+                    // another client still listens to.
+                    self.listeners.note_subscription(&req);
+                    if self.listeners.still_wanted(&req) {
+                        Ok(Reply::Value(json!({})))
+                    } else {
+                        self.forward(&req).await
+                    }
+                }
+                "resources/subscribe" if !modern => {
                     let out = self.forward(&req).await;
                     if out.is_ok() {
                         self.listeners.note_subscription(&req);

@@ -397,3 +397,35 @@ async fn a_listener_dropped_while_the_upstream_subscribes_is_unsubscribed() {
     }
     assert_eq!(fake.unsubscribes.load(Ordering::SeqCst), 1);
 }
+
+/// A 2025-11-25 client's `resources/unsubscribe` lets go of its own
+/// interest only: a resource another client's stream still listens to
+/// stays subscribed upstream (until that stream ends). Before, it was
+/// forwarded, and the listener silently stopped hearing its resource.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clients_unsubscribe_keeps_what_another_client_listens_to() {
+    let (_dir, file) = events_file();
+    let Some(up) = crate::harness::python(&file) else {
+        return;
+    };
+    let gw = Gateway::start(up, &[]).await;
+    let mut c = client(false);
+    let listening = c.listen(&gw, json!({ "resourceSubscriptions": ["memo://note"] }));
+    let (method, _) = c.next().await;
+    assert_eq!(method, "notifications/subscriptions/acknowledged");
+    event(&file, "subscribed memo://note").await;
+
+    let mallory = gw.as_owner("mallory");
+    let r = mallory
+        .send("resources/unsubscribe", json!({ "uri": "memo://note" }))
+        .await;
+    assert_eq!(common::ok(&r), &json!({}));
+    let unsubscribed =
+        |file: &std::path::Path| events(file).iter().any(|l| l == "unsubscribed memo://note");
+    assert!(!unsubscribed(&file), "{:?}", events(&file));
+
+    // The listener's end lets it go upstream.
+    c.gone.cancel();
+    let _ = listening.await;
+    event(&file, "unsubscribed memo://note").await;
+}
