@@ -86,18 +86,29 @@ pub(crate) fn connect(
                 () = writer.closed() => None,
             };
             let Some(message) = message else { break };
+            let request = is_request(&message);
             // Each message's exchange lasts as long as the connection at
             // most: one given up (a silent upstream) holds no request.
             let (sending, link) = (
                 Arc::clone(&wire).send(Arc::clone(&writer), message),
                 Arc::clone(&writer),
             );
-            tokio::spawn(async move {
+            let exchange = async move {
                 tokio::select! {
                     () = sending => {}
                     () = link.closed() => {}
                 }
-            });
+            };
+            if request {
+                // Its answer may take as long as its call: beside the rest.
+                tokio::spawn(exchange);
+            } else {
+                // A notification or an answer is taken (202) before
+                // anything after it is sent, as an SDK client does: the
+                // upstream hears `initialized` before `tools/list`, an
+                // answer before the cancel that follows it.
+                exchange.await;
+            }
         }
         let _ = wire.delete().await;
         wire.sink.link_closed(writer.serial);
@@ -412,4 +423,15 @@ async fn each_event(
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Whether `message` is a request (a method and an id), not a
+/// notification or an answer.
+fn is_request(message: &[u8]) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Kind {
+        method: Option<serde::de::IgnoredAny>,
+        id: Option<serde::de::IgnoredAny>,
+    }
+    serde_json::from_slice::<Kind>(message).is_ok_and(|k| k.method.is_some() && k.id.is_some())
 }

@@ -36,6 +36,12 @@ pub(crate) struct Fake {
     pub(crate) answer_777: std::sync::Mutex<Option<serde_json::Value>>,
     /// `tools/call` of `silent` still open, no headers sent.
     pub(crate) silent: AtomicUsize,
+    /// `notifications/initialized` is taken (202) only after a while.
+    pub(crate) slow_initialized: AtomicBool,
+    /// Whether it has been taken.
+    initialized: AtomicBool,
+    /// Requests other than `initialize` and `ping` that came before.
+    pub(crate) early: AtomicUsize,
 }
 
 /// A bare HTTP/1.1 MCP upstream, one request at a time per connection. It
@@ -123,6 +129,18 @@ async fn serve_fake(conn: tokio::net::TcpStream, fake: Arc<Fake>) {
         let msg: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
         if msg["method"] == "initialize" {
             fake.inits.fetch_add(1, Ordering::SeqCst);
+        }
+        if fake.slow_initialized.load(Ordering::SeqCst) {
+            if msg["method"] == "notifications/initialized" {
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                fake.initialized.store(true, Ordering::SeqCst);
+            } else if msg.get("id").is_some()
+                && msg["method"] != "initialize"
+                && msg["method"] != "ping"
+                && !fake.initialized.load(Ordering::SeqCst)
+            {
+                fake.early.fetch_add(1, Ordering::SeqCst);
+            }
         }
         if msg["id"] == 777 && msg.get("method").is_none() {
             *fake.answer_777.lock().unwrap() = Some(msg);

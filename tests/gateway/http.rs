@@ -414,3 +414,17 @@ async fn a_cancelled_call_waiting_for_the_upstreams_headers_lets_go() {
         .await;
     open(0).await;
 }
+
+/// The upstream has taken `notifications/initialized` before any request
+/// after the handshake reaches it, as from an SDK client (the Python SDK
+/// refuses requests before it). Before, the gateway's `tools/list` went
+/// out beside the notification and could arrive first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_upstream_hears_initialized_before_any_request_after_it() {
+    let (up, fake) = fake_upstream().await;
+    fake.slow_initialized.store(true, Ordering::SeqCst);
+    let gw = Gateway::start(up, &[]).await;
+    let tools = gw.send("tools/list", json!({})).await;
+    assert!(common::ok(&tools)["tools"].is_array());
+    assert_eq!(fake.early.load(Ordering::SeqCst), 0);
+}
