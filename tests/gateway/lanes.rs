@@ -7,6 +7,7 @@ use mcp_task_layer::gateway::{ProxyConfig, UpstreamTarget};
 use mcp_task_layer::TaskPolicy;
 use serde_json::json;
 
+use crate::common;
 use crate::harness::{event, events_file, kill, python, text, Gateway};
 
 /// A call whose caller goes away (a client's cancel over stdio, a
@@ -174,4 +175,86 @@ async fn the_process_of_a_call_that_ended_unanswered_takes_no_other_call() {
     assert_ne!(before, after, "bob's call runs on a new process");
     let again = text(&bob.call("pid", json!({})).await).to_owned();
     assert_eq!(after, again, "an answered call keeps its process");
+}
+
+/// The bound on processes holds (a running call holds one; the next call
+/// is refused after the connect wait), and a call waiting for answers
+/// holds none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_process_bound_holds_and_a_waiting_call_does_not_hold_a_process() {
+    let (_dir, file) = events_file();
+    let Some(up) = python(&file) else { return };
+    let cfg = ProxyConfig::default()
+        .with_tool_policy("confirm_delete", TaskPolicy::Task)
+        .with_tool_policy("slow_compute", TaskPolicy::Task)
+        .with_tool_policy("greet", TaskPolicy::Sync)
+        .with_upstream_processes(1)
+        .with_connect_wait(Duration::from_millis(500));
+    let gw = Gateway::with_config(up, cfg).await;
+
+    // A call waiting for answers leaves its process to others.
+    let a = gw
+        .call("confirm_delete", json!({ "filename": "a.txt" }))
+        .await;
+    let a = a["taskId"].as_str().unwrap().to_owned();
+    let t = gw.status(&a, "input_required").await;
+    let key = t["inputRequests"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .next()
+        .unwrap()
+        .clone();
+    assert_eq!(
+        text(&gw.call("greet", json!({ "name": "x" })).await),
+        "Hello, x!"
+    );
+
+    // A running call holds the one process: the next call is refused with
+    // the reason after the connect wait, not queued forever.
+    let slow = gw
+        .call("slow_compute", json!({ "seconds": 60, "label": "busy" }))
+        .await;
+    let slow = slow["taskId"].as_str().unwrap().to_owned();
+    event(&file, "started slow_compute").await;
+    let refused = gw
+        .send26(
+            "tools/call",
+            json!({ "name": "greet", "arguments": { "name": "y" } }),
+            true,
+        )
+        .await;
+    assert!(
+        common::err(&refused).message.contains("busy"),
+        "{:?}",
+        common::err(&refused)
+    );
+
+    // The answered call goes on once the process is free again.
+    gw.send26("tasks/update", json!({ "taskId": a, "inputResponses": { key: { "action": "accept", "content": { "confirm": true } } } }), true).await;
+    assert_eq!(gw.get(&a).await["status"], "working");
+    gw.send26("tasks/cancel", json!({ "taskId": slow }), true)
+        .await;
+    assert_eq!(
+        text(&gw.status(&a, "completed").await["result"]),
+        "Deleted a.txt."
+    );
+    // The cancelled call's process is started again once `a` has left it
+    // (its handler might still ask): the next call works once it is up
+    // (bounded: 20 connect waits).
+    let mut z = None;
+    for _ in 0..20 {
+        let r = gw
+            .send26(
+                "tools/call",
+                json!({ "name": "greet", "arguments": { "name": "z" } }),
+                true,
+            )
+            .await;
+        if let Some(result) = r.result_value() {
+            z = Some(result.clone());
+            break;
+        }
+    }
+    assert_eq!(text(&z.expect("greet z answered")), "Hello, z!");
 }
