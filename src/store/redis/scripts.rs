@@ -39,9 +39,10 @@ use redis::Script;
 /// hash that changed (version, record, lease and holder always) and adds
 /// to the indexes only what changed; a record without `tk` (stored by a
 /// version before the tool indexes, and maybe before the operator's) is
-/// put in every index. The key's TTL is the time left by the record's
-/// clock at the write that last changed its expiry or `updated_at_ms`: a
-/// write that changes neither (a claim, a lease renewal) leaves it.
+/// put in every index. The key's TTL is set by the create and by a write
+/// that changes the expiry (the time left by the record's clock then, and
+/// a margin): the same deadline for as long as the expiry stays, so a
+/// write that keeps it (a claim, a renewal, a result) leaves it.
 const WRITE: &str = r"
 local expiry, leases, all, ended, channel, sh = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 local function is_end(st) return st == 'completed' or st == 'failed' or st == 'cancelled' end
@@ -99,7 +100,7 @@ local function replace(i)
     end
     if lease ~= '' then redis.call('ZADD', leases, lease, id)
     else redis.call('ZREM', leases, id) end
-    if exp ~= old[8] or upd ~= old[3] or not known then
+    if exp ~= old[8] or not known then
         if ttl ~= '' then redis.call('PEXPIRE', key, ttl)
         else redis.call('PERSIST', key) end
     end
