@@ -60,11 +60,13 @@ const CLAIM_HOLD_MS: i64 = 5_000;
 /// - `list` walks a sorted set per owner and era, newest first, with the
 ///   SQL stores' `(created_at_ms, id)` cursor; `orphans` a sorted set of
 ///   lease ends.
-/// - [`claim_runnable`](TaskStore::claim_runnable) reads and holds the
-///   oldest runnable records in one script (concurrent claims read
-///   disjoint ones), then writes the claims, each a compare-and-set (all
-///   in one call), and gives back those passed by: two round trips for a
-///   batch, none lost to another worker.
+/// - [`claim_runnable`](TaskStore::claim_runnable) reads the oldest
+///   runnable records in one script, which claims the queued ones itself
+///   when the round says how ([`ClaimQuery::queued`]): one round trip for
+///   a batch. Others it holds (concurrent claims read disjoint ones); the
+///   claims `pick` makes of those are written next, each a compare-and-set
+///   (all in one call), and those passed by are given back. None is lost
+///   to another worker.
 /// - [`changes`](TaskStore::changes) is pub/sub on `<prefix>:changes`: the
 ///   scripts publish every write a client can see (not lease renewals);
 ///   after every (re)subscription the feed says
