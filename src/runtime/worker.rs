@@ -19,7 +19,7 @@ use super::engine::Engine;
 use super::runner::{HandlerRun, InnerFuture};
 use crate::context::TaskResumeContext;
 use crate::jsonrpc::{JsonRpcRequest, JsonRpcResponse};
-use crate::store::{self, ClaimQuery, TaskRecord};
+use crate::store::{self, ClaimQuery, QueuedClaim, TaskRecord};
 
 /// Runs queued tasks' handlers: claims runnable tasks from the store with a
 /// lease and a new fence, calls the inner service with the same request,
@@ -327,15 +327,26 @@ where
         // Records past the free capacity are read only to pass by those of
         // capped owners: a store claiming atomically holds what it reads.
         let limit = free + self.owner_concurrency.map_or(0, |_| CLAIM_SLACK);
+        // Without owner caps `pick` claims every queued record it is
+        // offered, up to `free`, as `QueuedClaim` says: a store may write
+        // those claims in its read (Redis).
+        let uncapped = self.owner_concurrency.is_none();
+        let skip: Vec<String> = picker.running.iter().map(|(id, _)| id.clone()).collect();
         async move {
             let now_ms = engine.now_ms();
+            let terms = engine.lease_terms();
+            let queued = QueuedClaim {
+                holder: terms.holder,
+                until_ms: terms.until_ms,
+                skip: &skip,
+            };
             let mut pick =
                 |record: &TaskRecord| picker.take(&engine, record).then(|| engine.claimed(record));
-            match engine
-                .store
-                .claim_runnable(ClaimQuery::new(now_ms, limit, &mut pick))
-                .await
-            {
+            let mut query = ClaimQuery::new(now_ms, limit, &mut pick);
+            if uncapped {
+                query = query.with_queued(queued);
+            }
+            match engine.store.claim_runnable(query).await {
                 Ok(won) => {
                     let more = won.len() >= free;
                     let capped = picker.capped;

@@ -27,6 +27,31 @@ pub struct ClaimQuery<'a> {
     pub limit: usize,
     /// Called for each record offered, oldest lease end first.
     pub pick: Pick<'a>,
+    /// How `pick` claims a queued record, where it claims every one it is
+    /// offered alike; `None` (the default) when it may not.
+    pub queued: Option<QueuedClaim<'a>>,
+}
+
+/// The claim `pick` makes of every queued record it is offered
+/// ([`ClaimQuery::queued`]): `working`, its lease [`Lease::QUEUED`]'s, no
+/// sealed fields, its id not in `skip`. Such a record becomes its next
+/// version under the lease `{holder, fence + 1, until_ms}`, nothing else
+/// changed, and `pick` takes each one up to the round's `limit`. A store
+/// may then write those claims itself, in the read that finds them, and
+/// answer them without offering them to `pick` (Redis: one script call a
+/// round instead of a read, the claims' write and a give-back); a store is
+/// free to ignore it.
+///
+/// [`Lease::QUEUED`]: super::Lease::QUEUED
+#[derive(Clone, Copy, Debug)]
+pub struct QueuedClaim<'a> {
+    /// The new lease's holder: the claiming replica.
+    pub holder: &'a str,
+    /// The new lease's end (Unix milliseconds).
+    pub until_ms: i64,
+    /// Ids of the runs the claimer holds: offered to `pick`, never claimed
+    /// by the store.
+    pub skip: &'a [String],
 }
 
 impl<'a> ClaimQuery<'a> {
@@ -37,7 +62,16 @@ impl<'a> ClaimQuery<'a> {
             now_ms,
             limit,
             pick,
+            queued: None,
         }
+    }
+
+    /// The same round, where `pick` claims every queued record it is
+    /// offered as `queued` says.
+    #[must_use]
+    pub fn with_queued(mut self, queued: QueuedClaim<'a>) -> Self {
+        self.queued = Some(queued);
+        self
     }
 }
 
@@ -46,6 +80,7 @@ impl fmt::Debug for ClaimQuery<'_> {
         f.debug_struct("ClaimQuery")
             .field("now_ms", &self.now_ms)
             .field("limit", &self.limit)
+            .field("queued", &self.queued)
             .finish_non_exhaustive()
     }
 }

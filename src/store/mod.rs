@@ -94,7 +94,7 @@ mod view;
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub use self::redis::{InvalidPrefix, RedisOptions, RedisStore, DEFAULT_PREFIX};
-pub use claim::{ClaimQuery, Pick};
+pub use claim::{ClaimQuery, Pick, QueuedClaim};
 pub use connect::connect;
 pub use ended::{EndedCounts, EndedQuery, MAX_SPANS};
 pub use history::{StatusChange, MAX_HISTORY};
@@ -264,8 +264,6 @@ pub struct TaskRecord {
     pub ttl_ms: Option<u64>,
     /// Suggested polling interval in milliseconds.
     pub poll_interval_ms: Option<u64>,
-    /// Compare-and-set version; every write increments it by one.
-    pub version: u64,
     /// The tool being run.
     pub tool_name: String,
     /// The original arguments, unchanged, as JSON text (`None` once the
@@ -288,11 +286,6 @@ pub struct TaskRecord {
     pub outcome: Option<TaskOutcome>,
     /// Whether a client asked to cancel.
     pub cancel_requested: bool,
-    /// Who runs the handler while the task is `working`: a lease with a
-    /// fencing token, renewed by the runner's heartbeat. A runner whose
-    /// fence is no longer the record's writes nothing.
-    #[serde(default)]
-    pub lease: Option<Lease>,
     /// What becomes of the task if its runner dies or shuts down while it
     /// is `working`: the policy of the layer that created it, applied by
     /// whichever replica recovers it. `None` in records written before the
@@ -309,6 +302,17 @@ pub struct TaskRecord {
     /// wrapper reads or writes it: empty in every record the layer sees.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub sealed: BTreeMap<String, String>,
+    /// Compare-and-set version; every write increments it by one.
+    ///
+    /// `version` and `lease` are the last fields, so that they are the end
+    /// of the record's JSON: Redis's claim script rewrites only that end
+    /// (`store/redis/scripts.rs`, `CLAIM`).
+    pub version: u64,
+    /// Who runs the handler while the task is `working`: a lease with a
+    /// fencing token, renewed by the runner's heartbeat. A runner whose
+    /// fence is no longer the record's writes nothing.
+    #[serde(default)]
+    pub lease: Option<Lease>,
 }
 
 /// The right to run a task's handler, held by one replica at a time.

@@ -327,6 +327,8 @@ mod redis;
 #[cfg(feature = "redis")]
 mod redis_batch;
 #[cfg(feature = "redis")]
+mod redis_claim;
+#[cfg(feature = "redis")]
 mod redis_tools;
 #[cfg(feature = "sqlite")]
 mod restart;

@@ -150,9 +150,10 @@ async fn redis_replace_indexes_a_record_an_older_version_stored() {
     p.drop_all().await;
 }
 
-/// A task key's TTL is set by the writes that change the record's expiry
-/// or `updated_at_ms`; a claim or a lease renewal (neither changes) leaves
-/// it, one command fewer per claim.
+/// A task key's TTL is set by the create and by the writes that change the
+/// record's expiry; a claim, a lease renewal and a write that only moves
+/// `updated_at_ms` (a result) leave it: the deadline is the same, and a
+/// queued task costs one command at its create only.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_a_lease_write_leaves_the_key_ttl() {
     let Some(url) = url() else { return };
@@ -207,16 +208,22 @@ async fn redis_a_lease_write_leaves_the_key_ttl() {
         "a claim and a renewal leave the TTL: {kept}"
     );
 
-    store
-        .replace(renewed.next_version(T0 + 5), 3)
-        .await
-        .unwrap();
+    let moved = renewed.next_version(T0 + 5);
+    store.replace(moved.clone(), 3).await.unwrap();
+    let kept = pttl().await;
     assert!(
-        pttl().await > day,
-        "a write that moves updated_at_ms sets it again"
+        (0..=5_000_000).contains(&kept),
+        "a write that moves only updated_at_ms leaves it: {kept}"
+    );
+    let mut longer = moved.next_version(T0 + 6);
+    longer.ttl_ms = Some(2 * day.unsigned_abs());
+    store.replace(longer, 4).await.unwrap();
+    assert!(
+        pttl().await > 2 * day - 10_000,
+        "a write that changes the expiry sets it again"
     );
     let got = store.get("t1", T0 + 10).await.unwrap().unwrap();
-    assert_eq!(got.version, 4);
+    assert_eq!(got.version, 5);
     p.drop_all().await;
 }
 

@@ -38,7 +38,8 @@ pub use operator::{
     operator_purges_only_finished_tasks,
 };
 pub use runnable::{
-    claims_take_the_oldest_runnable_once, orphans_are_working_tasks_whose_lease_ran_out,
+    claims_of_queued_records_are_what_pick_makes, claims_take_the_oldest_runnable_once,
+    orphans_are_working_tasks_whose_lease_ran_out,
 };
 pub use search::operator_search_matches_exact_text;
 pub use walk::operator_pages_of_rare_matches_are_bounded;
@@ -75,6 +76,7 @@ where
     orphans_are_working_tasks_whose_lease_ran_out(make().await).await;
     ready_reads_agree_with_get(make().await).await;
     claims_take_the_oldest_runnable_once(make().await).await;
+    claims_of_queued_records_are_what_pick_makes(make().await).await;
     operator_lists_every_task_with_filters(make().await).await;
     operator_pages_by_cursor(make().await).await;
     operator_pages_stay_stable_under_concurrent_writes(make().await).await;

@@ -4,7 +4,7 @@
 use super::{record, T0};
 use crate::json::JsonText;
 use crate::protocol::TaskStatus;
-use crate::store::{ClaimQuery, Error, Lease, TaskOutcome, TaskRecord, TaskStore};
+use crate::store::{ClaimQuery, Error, Lease, QueuedClaim, TaskOutcome, TaskRecord, TaskStore};
 use serde_json::json;
 
 /// `orphans` finds `working` records whose lease ran out, and nothing else:
@@ -174,4 +174,68 @@ pub async fn claims_take_the_oldest_runnable_once<S: TaskStore>(store: S) {
             .is_empty(),
         "a claimed record, a live lease and no lease are not runnable"
     );
+}
+
+/// With [`ClaimQuery::queued`] set, the records won and stored are what
+/// `pick` makes, whether the store asked `pick` or claimed a queued record
+/// itself: the next version under the lease `{holder, fence + 1,
+/// until_ms}`. A record in `skip` is offered to `pick` (which passes it by
+/// here), never claimed by the store.
+pub async fn claims_of_queued_records_are_what_pick_makes<S: TaskStore>(store: S) {
+    let until_ms = T0 + 60_000;
+    let claimed = |r: &TaskRecord| {
+        let mut next = r.clone();
+        next.version += 1;
+        next.lease = Some(Lease {
+            holder: "w1".into(),
+            fence: r.lease.as_ref().map_or(1, |l| l.fence + 1),
+            until_ms,
+        });
+        next
+    };
+    let leased = |id: &str, holder: &str, fence: u64, until_ms: i64| {
+        let mut r = record(id, Some("alice"), T0 - 100, None);
+        r.lease = Some(Lease {
+            holder: holder.into(),
+            fence,
+            until_ms,
+        });
+        r
+    };
+    let records = [
+        leased("q1", Lease::QUEUED, 1, T0 - 5),
+        leased("orphan", "dead", 3, T0 - 4),
+        leased("q2", Lease::QUEUED, 2, T0 - 3),
+        leased("mine", Lease::QUEUED, 1, T0 - 2),
+    ];
+    for r in &records {
+        store.create(r.clone()).await.expect("create");
+    }
+    let skip = ["mine".to_owned()];
+    let mut pick = |r: &TaskRecord| (r.id != "mine").then(|| claimed(r));
+    let query = ClaimQuery::new(T0, 10, &mut pick).with_queued(QueuedClaim {
+        holder: "w1",
+        until_ms,
+        skip: &skip,
+    });
+    let won = match store.claim_runnable(query).await {
+        Err(Error::Unsupported(_)) => return,
+        Err(e) => panic!("claim_runnable failed: {e:?}"),
+        Ok(won) => won,
+    };
+    let mut ids: Vec<_> = won.iter().map(|r| r.id.as_str()).collect();
+    ids.sort_unstable();
+    assert_eq!(
+        ids,
+        ["orphan", "q1", "q2"],
+        "every runnable record but mine"
+    );
+    for r in &won {
+        let before = records.iter().find(|b| b.id == r.id).expect("created");
+        assert_eq!(**r, claimed(before), "{} claimed as pick makes it", r.id);
+        let stored = store.get(&r.id, T0).await.expect("get").expect("claimed");
+        assert_eq!(*stored, claimed(before), "{} stored as won", r.id);
+    }
+    let mine = store.get("mine", T0).await.expect("get").expect("mine");
+    assert_eq!(*mine, records[3], "a run the claimer holds is not claimed");
 }

@@ -60,11 +60,13 @@ const CLAIM_HOLD_MS: i64 = 5_000;
 /// - `list` walks a sorted set per owner and era, newest first, with the
 ///   SQL stores' `(created_at_ms, id)` cursor; `orphans` a sorted set of
 ///   lease ends.
-/// - [`claim_runnable`](TaskStore::claim_runnable) reads and holds the
-///   oldest runnable records in one script (concurrent claims read
-///   disjoint ones), then writes the claims, each a compare-and-set (all
-///   in one call), and gives back those passed by: two round trips for a
-///   batch, none lost to another worker.
+/// - [`claim_runnable`](TaskStore::claim_runnable) reads the oldest
+///   runnable records in one script, which claims the queued ones itself
+///   when the round says how ([`ClaimQuery::queued`]): one round trip for
+///   a batch. Others it holds (concurrent claims read disjoint ones); the
+///   claims `pick` makes of those are written next, each a compare-and-set
+///   (all in one call), and those passed by are given back. None is lost
+///   to another worker.
 /// - [`changes`](TaskStore::changes) is pub/sub on `<prefix>:changes`: the
 ///   scripts publish every write a client can see (not lease renewals);
 ///   after every (re)subscription the feed says
@@ -350,35 +352,59 @@ impl RedisStore {
 }
 
 impl RedisStore {
-    /// [`TaskStore::claim_runnable`]: the `CLAIM` script reads and holds up
-    /// to `limit` runnable records; the claims `pick` makes of them are
-    /// written at once (each a compare-and-set on the version read, as
-    /// `replace`), and the records passed by are given back.
+    /// [`TaskStore::claim_runnable`]: the `CLAIM` script reads up to `limit`
+    /// runnable records and claims the queued ones itself when the round
+    /// says how (`ClaimQuery::queued`), holding the others; the claims
+    /// `pick` makes of those are written at once (each a compare-and-set on
+    /// the version read, as `replace`), and the records passed by are given
+    /// back.
     async fn claim_records(&self, round: ClaimQuery<'_>) -> Result<Vec<Arc<TaskRecord>>> {
         let ClaimQuery {
             now_ms,
             limit,
             pick,
+            queued,
         } = round;
         if limit == 0 {
             return Ok(Vec::new());
         }
         let k = &self.inner.keys;
-        let rows: Vec<String> = self
-            .inner
-            .scripts
-            .claim
-            .key(&k.leases)
+        let mut invocation = self.inner.scripts.claim.key(&k.leases);
+        invocation
             .arg(now_ms)
             .arg(limit)
             .arg(&k.task_head)
-            .arg(now_ms.saturating_add(CLAIM_HOLD_MS))
+            .arg(now_ms.saturating_add(CLAIM_HOLD_MS));
+        match queued {
+            Some(q) => {
+                let quoted =
+                    serde_json::to_string(q.holder).map_err(|e| Error::Encode(Box::new(e)))?;
+                invocation.arg(q.holder).arg(quoted).arg(q.until_ms);
+                for id in q.skip {
+                    invocation.arg(id);
+                }
+            }
+            None => {
+                invocation.arg("").arg("").arg(0);
+            }
+        }
+        let rows: Vec<String> = invocation
             .invoke_async(&mut self.conn()?)
             .await
             .map_err(backend)?;
-        let (mut claims, mut passed) = (Vec::new(), Vec::new());
-        for json in &rows {
+        let (mut won, mut claims, mut passed) = (Vec::new(), Vec::new(), Vec::new());
+        for pair in rows.chunks(2) {
+            let [kind, json] = pair else {
+                return Err(Error::Decode(
+                    "the Redis CLAIM script answered an odd number of values".into(),
+                ));
+            };
             let record = decode(json)?;
+            if kind == "c" {
+                // Claimed by the script, as `queued` says `pick` would.
+                won.push(Arc::new(record));
+                continue;
+            }
             match pick(&record) {
                 Some(next) => claims.push((Arc::new(next), record.version)),
                 None => passed.push((record.id, record.version)),
@@ -392,7 +418,6 @@ impl RedisStore {
             // Runnable again when the hold ends.
             tracing::warn!(error = %e, "cannot give back runnable tasks a claim passed by");
         }
-        let mut won = Vec::with_capacity(claims.len());
         let mut failed = None;
         for ((next, _), outcome) in claims.into_iter().zip(written) {
             match outcome {

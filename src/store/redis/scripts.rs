@@ -39,9 +39,10 @@ use redis::Script;
 /// hash that changed (version, record, lease and holder always) and adds
 /// to the indexes only what changed; a record without `tk` (stored by a
 /// version before the tool indexes, and maybe before the operator's) is
-/// put in every index. The key's TTL is the time left by the record's
-/// clock at the write that last changed its expiry or `updated_at_ms`: a
-/// write that changes neither (a claim, a lease renewal) leaves it.
+/// put in every index. The key's TTL is set by the create and by a write
+/// that changes the expiry (the time left by the record's clock then, and
+/// a margin): the same deadline for as long as the expiry stays, so a
+/// write that keeps it (a claim, a renewal, a result) leaves it.
 const WRITE: &str = r"
 local expiry, leases, all, ended, channel, sh = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 local function is_end(st) return st == 'completed' or st == 'failed' or st == 'cancelled' end
@@ -99,7 +100,7 @@ local function replace(i)
     end
     if lease ~= '' then redis.call('ZADD', leases, lease, id)
     else redis.call('ZREM', leases, id) end
-    if exp ~= old[8] or upd ~= old[3] or not known then
+    if exp ~= old[8] or not known then
         if ttl ~= '' then redis.call('PEXPIRE', key, ttl)
         else redis.call('PERSIST', key) end
     end
@@ -267,30 +268,65 @@ end
 return out
 ";
 
-/// `claim_runnable`'s first step. KEYS: leases. ARGV: now, limit, the task
-/// key head, the end of the hold. What `ORPHANS` would answer, and each
-/// record answered is held: its lease entry moves to the hold's end, past
-/// `now`, so that a claim at the same time reads the ones after it. The
-/// claimer then writes its claims (`WRITE`, which puts the entry at the
-/// new lease's end) and gives back the ones it passed by (`RELEASE`); a
+/// `claim_runnable`. KEYS: leases. ARGV: now, limit, the task key head,
+/// the end of the hold, then the claimer's holder (or empty), the same as
+/// JSON text, its lease end, and the ids it runs. What `ORPHANS` would answer, as
+/// pairs: `c` and the record this script claimed, or `h` and a record held
+/// for the caller to claim or pass by.
+///
+/// A queued record (its holder `~queued`) whose JSON ends in its version
+/// and lease (`TaskRecord`'s last fields), with no sealed fields, not one
+/// the claimer runs, is claimed here when a holder is given: version + 1,
+/// the lease `{holder, fence + 1, lease end}` written over that end of the
+/// JSON, the hash's version, lease and holder set and its `leases` entry
+/// moved to the lease end, as `WRITE` would (a claim changes neither the
+/// status nor `updated_at_ms`: no announcement, the key's TTL kept). Any
+/// other record is held: its lease entry moves to the hold's end, past
+/// `now`, so that a claim at the same time reads the ones after it; the
+/// claimer writes its claims (`WRITE`, which puts the entry at the new
+/// lease's end) and gives back the ones it passed by (`RELEASE`); a
 /// claimer that dies in between holds them until the hold ends.
-const CLAIM: &str = r"
-local out, now, limit, offset = {}, tonumber(ARGV[1]), tonumber(ARGV[2]), 0
-while #out < limit do
-    local batch = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. ARGV[1], 'LIMIT', offset, limit - #out)
+const CLAIM: &str = r#"
+local out, now, limit, offset, n = {}, tonumber(ARGV[1]), tonumber(ARGV[2]), 0, 0
+local holder, quoted, lease_end, skip = ARGV[5], ARGV[6], ARGV[7], {}
+for i = 8, #ARGV do skip[ARGV[i]] = true end
+if holder ~= '' and tonumber(lease_end) <= now then holder = '' end
+local tail = ',"version":(%d+),"lease":{"holder":"~queued","fence":(%d+),"until_ms":%-?%d+}}$'
+while n < limit do
+    local batch = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. ARGV[1], 'LIMIT', offset, limit - n)
     if #batch == 0 then break end
     for _, id in ipairs(batch) do
-        local r = redis.call('HMGET', ARGV[3] .. id .. '}', 'rec', 'exp', 'st')
+        local key = ARGV[3] .. id .. '}'
+        local r = redis.call('HMGET', key, 'rec', 'exp', 'st', 'v', 'hold')
         if r[1] and r[3] == 'working' and (r[2] == '' or tonumber(r[2]) > now) then
-            out[#out + 1] = r[1]
-            redis.call('ZADD', KEYS[1], ARGV[4], id)
+            local rec, at, v, fence = r[1], nil, nil, nil
+            if holder ~= '' and r[5] == '~queued' and not skip[id]
+                and not string.find(rec, ',"sealed":', 1, true) then
+                local found = { string.find(rec, tail, math.max(1, #rec - 160)) }
+                at, v, fence = found[1], found[3], found[4]
+            end
+            if at and v == r[4] then
+                v = string.format('%.0f', tonumber(v) + 1)
+                rec = string.sub(rec, 1, at - 1) .. ',"version":' .. v .. ',"lease":{"holder":'
+                    .. quoted .. ',"fence":' .. string.format('%.0f', tonumber(fence) + 1)
+                    .. ',"until_ms":' .. lease_end .. '}}'
+                redis.call('HSET', key, 'v', v, 'rec', rec, 'lease', lease_end,
+                    'hold', holder)
+                redis.call('ZADD', KEYS[1], lease_end, id)
+                out[#out + 1] = 'c'
+            else
+                redis.call('ZADD', KEYS[1], ARGV[4], id)
+                out[#out + 1] = 'h'
+            end
+            out[#out + 1] = rec
+            n = n + 1
         else
             offset = offset + 1
         end
     end
 end
 return out
-";
+"#;
 
 /// Give back records a claim held and passed by. KEYS: leases. ARGV: the
 /// task key head, then id and version of each. A record still at that

@@ -213,10 +213,13 @@ where
         &self,
         round: ClaimQuery<'_>,
     ) -> Result<Vec<Arc<TaskRecord>>> {
+        // Every claim goes through `pick` (`queued` is for stores whose
+        // read cannot call it).
         let ClaimQuery {
             now_ms,
             limit,
             pick,
+            queued: _,
         } = round;
         if limit == 0 {
             return Ok(Vec::new());
