@@ -14,8 +14,13 @@ use crate::store::BoxFuture;
 
 pin_project! {
     /// Response future of [`TaskService`](crate::TaskService): the inner
-    /// service's own future for requests the layer lets through (no
-    /// allocation), or a boxed future for the requests it handles.
+    /// service's own future, boxed, for requests the layer lets through, a
+    /// boxed future for the requests it handles, or the answer itself.
+    ///
+    /// The inner future is boxed so that this one stays small: a server's
+    /// future (the example server's: 720 bytes) inline made every request's
+    /// future that large, `tasks/get`'s too, and it was copied whole several
+    /// times a request (BENCHMARKS.md, issue 32's eighth pass).
     pub struct ResponseFuture<F, E> {
         #[pin]
         kind: Kind<F, E>,
@@ -25,8 +30,8 @@ pin_project! {
 pin_project! {
     #[project = KindProj]
     enum Kind<F, E> {
-        Passthrough { #[pin] fut: F },
-        Capabilities { #[pin] fut: F, edit: Edit },
+        Passthrough { fut: Pin<Box<F>> },
+        Capabilities { fut: Pin<Box<F>>, edit: Edit },
         Intercepted { fut: BoxFuture<'static, Result<JsonRpcResponse, E>> },
         Ready { resp: Option<JsonRpcResponse> },
     }
@@ -35,13 +40,16 @@ pin_project! {
 impl<F, E> ResponseFuture<F, E> {
     pub(crate) fn passthrough(fut: F) -> Self {
         ResponseFuture {
-            kind: Kind::Passthrough { fut },
+            kind: Kind::Passthrough { fut: Box::pin(fut) },
         }
     }
 
     pub(crate) fn capabilities(fut: F, edit: Edit) -> Self {
         ResponseFuture {
-            kind: Kind::Capabilities { fut, edit },
+            kind: Kind::Capabilities {
+                fut: Box::pin(fut),
+                edit,
+            },
         }
     }
 
@@ -81,9 +89,9 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match self.project().kind.project() {
-            KindProj::Passthrough { fut } => fut.poll(cx),
+            KindProj::Passthrough { fut } => fut.as_mut().poll(cx),
             KindProj::Capabilities { fut, edit } => {
-                let mut resp = ready!(fut.poll(cx))?;
+                let mut resp = ready!(fut.as_mut().poll(cx))?;
                 if let Ok(Value::Object(result)) = resp.payload_mut() {
                     apply(edit, result);
                 }

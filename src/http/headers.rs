@@ -4,6 +4,7 @@ use std::borrow::Cow;
 
 use super::seen::{readable, One, SeenHeaders};
 use crate::jsonrpc::{code, JsonRpcError, JsonRpcRequest};
+use crate::names::{PROTOCOL_2025_11_25, PROTOCOL_2026_07_28};
 
 /// The body value `Mcp-Name` must mirror, for the methods that have one
 /// (its UTF-8 bytes: it is compared, not read).
@@ -36,6 +37,34 @@ fn single_header<'h>(header: One<'h>, display: &str) -> Result<&'h [u8], JsonRpc
     }
 }
 
+/// Whether `value` is one of the protocol versions and methods this
+/// crate names: visible ASCII without surrounding whitespace, so that a
+/// header whose one value is exactly these bytes passes
+/// [`single_header`] and its comparison (see [`exactly`]).
+fn clean(value: &str) -> bool {
+    matches!(
+        value,
+        PROTOCOL_2026_07_28
+            | PROTOCOL_2025_11_25
+            | "tasks/get"
+            | "tasks/update"
+            | "tasks/cancel"
+            | "tools/call"
+            | "tools/list"
+            | "prompts/get"
+            | "resources/read"
+            | "subscriptions/listen"
+            | "server/discover"
+    )
+}
+
+/// Whether `header` came once with exactly the bytes of `value`: for a
+/// [`clean`] value, what [`single_header`] and the comparison after it
+/// accept, without reading the header's bytes one by one first.
+fn exactly(header: One<'_>, value: &str) -> bool {
+    matches!(header, One::Once(v) if v.as_bytes() == value.as_bytes())
+}
+
 /// Check the 2026-07-28 headers against the body.
 pub(super) fn check_headers(
     headers: &SeenHeaders<'_>,
@@ -44,12 +73,17 @@ pub(super) fn check_headers(
     let Some(version) = request.protocol_version() else {
         return Ok(());
     };
-    if single_header(headers.protocol_version, "MCP-Protocol-Version")? != version.as_bytes() {
+    if !(clean(version) && exactly(headers.protocol_version, version))
+        && single_header(headers.protocol_version, "MCP-Protocol-Version")? != version.as_bytes()
+    {
         return Err(mismatch(
             "the MCP-Protocol-Version header differs from _meta's protocolVersion",
         ));
     }
-    if single_header(headers.mcp_method, "Mcp-Method")? != request.method.as_bytes() {
+    let method = request.method.as_str();
+    if !(clean(method) && exactly(headers.mcp_method, method))
+        && single_header(headers.mcp_method, "Mcp-Method")? != method.as_bytes()
+    {
         return Err(mismatch("the Mcp-Method header differs from the method"));
     }
     if let Some(expected) = routed_name(request) {
@@ -117,6 +151,38 @@ mod tests {
     /// The decoded value as text.
     fn decoded(raw: &str) -> Option<String> {
         decode_header_value(raw.as_bytes()).map(|b| String::from_utf8(b.into_owned()).unwrap())
+    }
+
+    /// The values `exactly` passes: each is what `single_header` gives of
+    /// a header with exactly its bytes, so the short way agrees with it.
+    #[test]
+    fn clean_values_pass_single_header_unchanged() {
+        let clean_ones = [
+            PROTOCOL_2026_07_28,
+            PROTOCOL_2025_11_25,
+            "tasks/get",
+            "tasks/update",
+            "tasks/cancel",
+            "tools/call",
+            "tools/list",
+            "prompts/get",
+            "resources/read",
+            "subscriptions/listen",
+            "server/discover",
+        ];
+        for value in clean_ones {
+            assert!(clean(value), "{value}");
+            let header = axum::http::HeaderValue::from_static(value);
+            assert!(exactly(One::Once(&header), value));
+            let single = single_header(One::Once(&header), "X").ok();
+            assert_eq!(single, Some(value.as_bytes()), "{value}");
+        }
+        for other in [" tasks/get", "tasks/get\t", "2026-07-28 ", "Tasks/get", "x"] {
+            assert!(!clean(other), "{other:?}");
+        }
+        let header = axum::http::HeaderValue::from_static("tasks/get");
+        assert!(!exactly(One::Repeated, "tasks/get"));
+        assert!(!exactly(One::Once(&header), "tasks/cancel"));
     }
 
     #[test]

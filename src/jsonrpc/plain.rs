@@ -163,6 +163,17 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":"s","method":"m","params":{}}"#.into(),
             r#"{"jsonrpc":"2.0","id":8,"method":"m","params":{} }"#.into(),
             r#"{"jsonrpc":"2.0","id":11,"params":{},"method":"m"}"#.into(),
+            // The compact `tasks/*` params read whole, and their near
+            // misses: another `_meta`, a member after it, another order.
+            format!(r#"{{"jsonrpc":"2.0","id":12,"method":"tasks/get","params":{{"taskId":"t-1",{meta}}}}}"#),
+            r#"{"jsonrpc":"2.0","id":13,"method":"tasks/get","params":{"taskId":"t","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#.into(),
+            r#"{"jsonrpc":"2.0","id":14,"method":"tasks/get","params":{"taskId":"t","_meta":{"io.modelcontextprotocol/protocolVersion":"2025-11-25"}}}"#.into(),
+            format!(r#"{{"jsonrpc":"2.0","id":15,"method":"tasks/get","params":{{"taskId":"t",{meta},"taskId":"u"}}}}"#),
+            format!(r#"{{"jsonrpc":"2.0","id":16,"method":"tasks/get","params":{{"taskId":"t",{meta},"_meta":{{}}}}}}"#),
+            format!(r#"{{"jsonrpc":"2.0","id":17,"method":"tasks/get","params":{{{meta},"taskId":"t"}}}}"#),
+            format!(r#"{{"jsonrpc":"2.0","id":18,"method":"tasks/get","params":{{"taskId":7,{meta}}}}}"#),
+            r#"{"jsonrpc":"2.0","id":19,"method":"tasks/get","params":{"taskId":"t","_meta":{}}}"#.into(),
+            r#"{"jsonrpc":"2.0","id":20,"method":"tasks/get","params":{"taskId":"t"}}"#.into(),
         ];
         for text in read {
             let bytes = Bytes::copy_from_slice(text.as_bytes());
@@ -202,6 +213,8 @@ mod tests {
             // A canonical `_meta` whose object does not end where it seems to.
             r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}"#,
             r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}x}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"t","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"t\n","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#,
         ];
         for text in left {
             assert!(scan(text.as_bytes()).is_none(), "{text}");

@@ -108,7 +108,13 @@ fn scan_compact(text: &str) -> Option<Scanned<'_>> {
             s.literal(br#""params":"#)?;
             let start = s.pos;
             // At the depth `scan` reads it: a member of the top object.
-            let facts = s.facts(2)?;
+            let facts = match s.task_params() {
+                Some(facts) => facts,
+                None => {
+                    s.pos = start;
+                    s.facts(2)?
+                }
+            };
             let params = (facts, start..s.pos);
             s.expect(b'}')?;
             Some(params)
@@ -471,6 +477,28 @@ impl<'a> Scanner<'a> {
     }
 
     /// The params object, read as `facts.rs` reads it.
+    /// The params of a `tasks/*` request as the SDKs write them, compact:
+    /// `{"taskId":"…","_meta":…}`, the id a string without escapes and the
+    /// `_meta` one of [`CANONICAL_META`], read without looking member names
+    /// up; `None` for anything else (the caller then reads the params with
+    /// [`facts`](Self::facts), which reads these the same).
+    fn task_params(&mut self) -> Option<ReadFacts<'a>> {
+        self.literal(br#"{"taskId":"#)?;
+        let task_id = self.plain_str()?;
+        self.literal(br#","_meta":"#)?;
+        let rest = self.bytes.get(self.pos..)?;
+        // `_meta` at depth 3 (params 2): within `meta`'s depth bound.
+        let (text, declared) = CANONICAL_META
+            .into_iter()
+            .find(|(text, _)| rest.starts_with(text))?;
+        self.pos += text.len();
+        self.expect(b'}')?;
+        let mut facts = ReadFacts::default();
+        facts.set(&Routed::TaskId, Member::Str(Cow::Borrowed(task_id)));
+        facts.set_meta(Some((Some(Cow::Borrowed(PROTOCOL_2026_07_28)), declared)));
+        Some(facts)
+    }
+
     fn facts(&mut self, depth: usize) -> Option<ReadFacts<'a>> {
         let mut facts = ReadFacts::default();
         let known = &["taskId", "_meta", "name", "arguments", "uri", "task"];

@@ -10,9 +10,12 @@ pub(super) fn special_at(bytes: &[u8], from: usize) -> Option<usize> {
     // The high bit of each byte of `x` below `n` (exact for the lowest
     // such byte, which is the one taken).
     let below = |x: u64, n: u8| x.wrapping_sub(ONES * u64::from(n)) & !x & HIGH;
+    let rest = bytes.get(from..)?;
+    let mut words = rest.chunks_exact(8);
     let mut at = from;
-    while let Some(chunk) = bytes.get(at..at + 8) {
-        let x = u64::from_le_bytes(chunk.try_into().ok()?);
+    for word in &mut words {
+        // `chunks_exact(8)` yields eight bytes: never the fallback.
+        let x = u64::from_le_bytes(<[u8; 8]>::try_from(word).unwrap_or([b'"'; 8]));
         let hits = below(x ^ (ONES * u64::from(b'"')), 1)
             | below(x ^ (ONES * u64::from(b'\\')), 1)
             | below(x, 0x20);
@@ -21,8 +24,8 @@ pub(super) fn special_at(bytes: &[u8], from: usize) -> Option<usize> {
         }
         at += 8;
     }
-    let tail = bytes.get(at..)?;
-    let i = tail
+    let i = words
+        .remainder()
         .iter()
         .position(|&b| b == b'"' || b == b'\\' || b < 0x20)?;
     Some(at + i)

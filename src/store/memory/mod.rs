@@ -61,6 +61,8 @@ struct Inner {
     shards: Box<[RwLock<Shard>]>,
     owners: Box<[RwLock<OwnerIndex>]>,
     hasher: Hasher64,
+    /// Drawn at random with the store: mixed into each id's shard.
+    seed: u64,
     /// Whether writes keep each shard's `created` index: from the first
     /// operator call on (`operator.rs`), so that a store no operator reads
     /// spends no memory on it.
@@ -162,11 +164,13 @@ fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
 impl MemoryStore {
     /// An empty store.
     pub fn new() -> Self {
+        let hasher = Hasher64::default();
         MemoryStore {
             inner: Arc::new(Inner {
                 shards: (0..SHARDS).map(|_| RwLock::default()).collect(),
                 owners: (0..SHARDS).map(|_| RwLock::default()).collect(),
-                hasher: Hasher64::default(),
+                seed: hasher.hash_one(SHARDS),
+                hasher,
                 keep_created: AtomicBool::new(false),
                 created_ready: OnceLock::new(),
             }),
@@ -183,9 +187,12 @@ impl MemoryStore {
         self.len() == 0
     }
 
+    /// The shard of `id`, chosen from its first and last eight bytes, its
+    /// length and the store's seed by one multiplication: the shard's map
+    /// hashes the id in full, once (a lookup hashed it twice before). The
+    /// choice spreads the load over the locks; no map's safety rests on it.
     fn shard(&self, id: &Id) -> &RwLock<Shard> {
-        let h = self.inner.hasher.hash_one(id) as usize;
-        &self.inner.shards[h % SHARDS]
+        &self.inner.shards[id.spread(self.inner.seed) % SHARDS]
     }
 
     fn owner_shard_index(&self, owner: Option<&str>) -> usize {
