@@ -71,13 +71,7 @@ pub(crate) async fn progress_and_elicitation(gw: &Gateway) {
     let r = gw.call("trigger-elicitation-request", json!({})).await;
     let task = r["taskId"].as_str().unwrap().to_owned();
     let t = gw.status(&task, "input_required").await;
-    let key = t["inputRequests"]
-        .as_object()
-        .unwrap()
-        .keys()
-        .next()
-        .unwrap()
-        .clone();
+    let key = crate::harness::first_question(&t);
     gw.send26(
         "tasks/update",
         json!({ "taskId": task, "inputResponses": { key: { "action": "accept", "content": { "name": "Ada" } } } }),

@@ -226,3 +226,13 @@ pub fn kill(pid: &str) {
 pub fn text(result: &Value) -> &str {
     result["content"][0]["text"].as_str().unwrap_or_default()
 }
+
+/// The key of the first of `asked`'s `inputRequests` (a task's, or an
+/// MRTR round's).
+pub fn first_question(asked: &Value) -> String {
+    asked["inputRequests"]
+        .as_object()
+        .and_then(|r| r.keys().next())
+        .unwrap_or_else(|| panic!("no input request in {asked}"))
+        .clone()
+}

@@ -106,13 +106,7 @@ async fn a_call_waiting_to_resume_leaves_the_running_calls_questions_to_it() {
         .await;
     let a = a["taskId"].as_str().unwrap().to_owned();
     let t = gw.status(&a, "input_required").await;
-    let key = t["inputRequests"]
-        .as_object()
-        .unwrap()
-        .keys()
-        .next()
-        .unwrap()
-        .clone();
+    let key = crate::harness::first_question(&t);
     // B, a 2025-11-25 call that is no task: its question is relayed to its
     // client (which answers "Grace").
     let b = {
@@ -198,13 +192,7 @@ async fn the_process_bound_holds_and_a_waiting_call_does_not_hold_a_process() {
         .await;
     let a = a["taskId"].as_str().unwrap().to_owned();
     let t = gw.status(&a, "input_required").await;
-    let key = t["inputRequests"]
-        .as_object()
-        .unwrap()
-        .keys()
-        .next()
-        .unwrap()
-        .clone();
+    let key = crate::harness::first_question(&t);
     assert_eq!(
         text(&gw.call("greet", json!({ "name": "x" })).await),
         "Hello, x!"

@@ -73,13 +73,7 @@ async fn a_calls_request_state_is_taken_only_by_its_own_retry() {
     let asked = crate::common::ok(&asked);
     assert_eq!(asked["resultType"], "input_required", "{asked}");
     let state = asked["requestState"].clone();
-    let key = asked["inputRequests"]
-        .as_object()
-        .unwrap()
-        .keys()
-        .next()
-        .unwrap()
-        .clone();
+    let key = crate::harness::first_question(asked);
     let answers = json!({ key: { "action": "accept", "content": { "confirm": true } } });
 
     let other = gw

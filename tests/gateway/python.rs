@@ -244,13 +244,7 @@ async fn a_question_within_the_auto_budget_makes_a_task_at_once_or_a_plain_mrtr_
     let round = common::ok(&r).clone();
     assert_eq!(round["resultType"], "input_required", "{round}");
     let state = round["requestState"].as_str().unwrap().to_owned();
-    let key = round["inputRequests"]
-        .as_object()
-        .unwrap()
-        .keys()
-        .next()
-        .unwrap()
-        .clone();
+    let key = crate::harness::first_question(&round);
     let answer = json!({ "name": "confirm_delete", "arguments": { "filename": "d.txt" },
         "inputResponses": { &key: { "action": "accept", "content": { "confirm": true } } },
         "requestState": state });
