@@ -110,22 +110,12 @@ impl Engine {
             return;
         };
         drop(first);
-        let mut state_only = run.state_only;
-        let known = run.known.clone();
-        let next = Box::pin(self.settle(&id, out, &local, run.fence, &mut state_only, known))
+        let mut run = run;
+        let next = Box::pin(self.settle_run(&id, out, &local, &mut run))
             .instrument(local.span.clone())
             .await;
-        if let Some(at) = run.resumed_at {
-            crate::metrics::resumed(at.elapsed());
-        }
         if let AfterSettle::Reinvoke(req) = next {
             let again: InnerFuture<S::Error> = Box::pin(svc.clone().oneshot(req));
-            let run = HandlerRun {
-                fence: run.fence,
-                resumed_at: None,
-                state_only,
-                known: None,
-            };
             self.spawn_runner(svc, id, local, again, run);
         }
     }
@@ -163,12 +153,7 @@ impl Engine {
         S: InnerService,
     {
         let token = local.token.clone();
-        let HandlerRun {
-            fence,
-            mut resumed_at,
-            mut state_only,
-            mut known,
-        } = run;
+        let mut run = run;
         let grace = self.cfg.cancel_grace;
         let mut cancelled_at: Option<tokio::time::Instant> = None;
         let mut first = first;
@@ -187,13 +172,7 @@ impl Engine {
             None => tokio::spawn(first),
             Some(out) => {
                 drop(first);
-                let next = self
-                    .settle(&id, out, &local, fence, &mut state_only, known.take())
-                    .await;
-                if let Some(at) = resumed_at.take() {
-                    crate::metrics::resumed(at.elapsed());
-                }
-                match next {
+                match self.settle_run(&id, out, &local, &mut run).await {
                     AfterSettle::Done => return,
                     AfterSettle::Reinvoke(req) => tokio::spawn(svc.clone().oneshot(req)),
                 }
@@ -225,8 +204,8 @@ impl Engine {
                 },
                 _ = beat.tick(), if cancelled_at.is_none() => {
                     // A renewal writes a version `known` is not.
-                    known = None;
-                    if !self.heartbeat(&id, fence).await {
+                    run.known = None;
+                    if !self.heartbeat(&id, run.fence).await {
                         // Cancelled or taken over elsewhere: stop here too.
                         token.cancel();
                     }
@@ -244,17 +223,36 @@ impl Engine {
             if let Some(at) = cancelled_at {
                 crate::metrics::cancel_stopped(at.elapsed());
             }
-            let next = self
-                .settle(&id, out, &local, fence, &mut state_only, known.take())
-                .await;
-            if let Some(at) = resumed_at.take() {
-                crate::metrics::resumed(at.elapsed());
-            }
-            match next {
+            match self.settle_run(&id, out, &local, &mut run).await {
                 AfterSettle::Done => return,
                 AfterSettle::Reinvoke(req) => handler = tokio::spawn(svc.clone().oneshot(req)),
             }
         }
+    }
+
+    /// [`settle`](Self::settle) an answer of `run`'s handler, then time
+    /// the resume it answered (once: a re-invocation is no resume).
+    async fn settle_run<E>(
+        &self,
+        id: &str,
+        out: Result<JsonRpcResponse, E>,
+        local: &LocalTask,
+        run: &mut HandlerRun,
+    ) -> AfterSettle {
+        let next = self
+            .settle(
+                id,
+                out,
+                local,
+                run.fence,
+                &mut run.state_only,
+                run.known.take(),
+            )
+            .await;
+        if let Some(at) = run.resumed_at.take() {
+            crate::metrics::resumed(at.elapsed());
+        }
+        next
     }
 
     /// Write what the handler answered. Loses every race to a terminal
