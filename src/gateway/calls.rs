@@ -82,7 +82,7 @@ impl ParkedTable {
 
     fn remove(&mut self, key: &str) -> Option<Parked> {
         let parked = self.by_key.remove(key)?;
-        self.forget_owner(&parked);
+        self.leaving(&parked);
         if let Some(task) = parked.handle.as_ref().and_then(TaskHandle::id) {
             if self.by_task.get(task).is_some_and(|k| k == key) {
                 self.by_task.remove(task);
@@ -109,11 +109,13 @@ impl ParkedTable {
         }
         let key = self.by_task.remove(task_id)?;
         let parked = self.by_key.remove(&key)?;
-        self.forget_owner(&parked);
+        self.leaving(&parked);
         Some(parked)
     }
 
-    fn forget_owner(&mut self, parked: &Parked) {
+    /// `parked` leaves the table: its wait's timer ends, and its owner
+    /// counts one fewer.
+    fn leaving(&mut self, parked: &Parked) {
         parked.left.cancel();
         if let Some(n) = self.per_owner.get_mut(&parked.owner) {
             *n -= 1;

@@ -70,6 +70,21 @@ struct Held {
     uris: Vec<String>,
 }
 
+/// One holder of `uri` fewer; whether it was the last (no entry is left
+/// for a resource nobody holds).
+fn release(counts: &mut HashMap<String, usize>, uri: &str) -> bool {
+    match counts.get_mut(uri) {
+        Some(n) if *n > 1 => {
+            *n -= 1;
+            false
+        }
+        _ => {
+            counts.remove(uri);
+            true
+        }
+    }
+}
+
 impl Drop for Held {
     fn drop(&mut self) {
         let Some(listeners) = self.listeners.upgrade() else {
@@ -79,16 +94,7 @@ impl Drop for Held {
             let mut held = lock(&listeners.held);
             self.uris
                 .drain(..)
-                .filter(|uri| match held.get_mut(uri) {
-                    Some(n) if *n > 1 => {
-                        *n -= 1;
-                        false
-                    }
-                    _ => {
-                        held.remove(uri);
-                        true
-                    }
-                })
+                .filter(|uri| release(&mut held, uri))
                 .collect()
         };
         if unused.is_empty() {
@@ -296,13 +302,7 @@ impl Listeners {
                     Err(e) => {
                         // Not subscribed: nothing to give back upstream.
                         held.uris.pop();
-                        let mut counts = lock(&self.held);
-                        if let Some(n) = counts.get_mut(uri) {
-                            *n -= 1;
-                            if *n == 0 {
-                                counts.remove(uri);
-                            }
-                        }
+                        release(&mut lock(&self.held), uri);
                         return Err(e);
                     }
                 }
