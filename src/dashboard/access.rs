@@ -109,19 +109,23 @@ impl Access {
         Access::default()
     }
 
-    /// The key that signs session cookies: a SHA-256 of both tokens, so
-    /// that every process given the same tokens signs alike, and a new
-    /// token signs every browser out.
-    pub(crate) fn session_key(&self) -> [u8; 32] {
+    /// The key that signs the session cookies of `role`: a SHA-256 of that
+    /// role's token alone, so that every process given the same token
+    /// signs alike, a new token signs its role's browsers out, and a
+    /// holder of one role's token can compute no other role's key. `None`
+    /// for a role without a token: no cookie of it is signed or accepted.
+    pub(crate) fn session_key(&self, role: Role) -> Option<[u8; 32]> {
         use sha2::Digest;
+        let (tag, token) = match role {
+            Role::Full => (b'f', self.full.as_deref()?),
+            Role::ReadOnly => (b'r', self.read_only.as_deref()?),
+        };
         let mut hash = sha2::Sha256::new();
-        hash.update(b"mcp-tasks dashboard sessions v1");
-        for token in [&self.full, &self.read_only] {
-            let token = token.as_deref().unwrap_or_default();
-            hash.update((token.len() as u64).to_be_bytes());
-            hash.update(token.as_bytes());
-        }
-        hash.finalize().into()
+        hash.update(b"mcp-tasks dashboard sessions v2");
+        hash.update([tag]);
+        hash.update((token.len() as u64).to_be_bytes());
+        hash.update(token.as_bytes());
+        Some(hash.finalize().into())
     }
 
     /// The tokens of the environment: the full role's from

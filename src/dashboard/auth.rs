@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use axum::extract::{Form, OriginalUri, Request, State};
 use axum::http::header::{ACCEPT, AUTHORIZATION, LOCATION, SET_COOKIE, WWW_AUTHENTICATE};
-use axum::http::{HeaderMap, Method, StatusCode};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
@@ -82,11 +82,12 @@ pub(crate) async fn guard(
             Ok(None)
         };
         match found {
-            Ok(Some((role, csrf))) => {
+            Ok(Some(caller)) => {
                 req.extensions_mut().insert(PageCtx {
                     base: base.clone(),
-                    role,
-                    csrf,
+                    role: caller.role,
+                    csrf: caller.csrf,
+                    session: caller.session,
                 });
                 next.run(req).await
             }
@@ -113,28 +114,52 @@ pub(crate) async fn guard(
 #[derive(Clone, Debug)]
 pub(crate) struct Mount(pub(crate) String);
 
-/// The caller's role and CSRF token: from `Authorization: Bearer` (no
-/// CSRF token: such a caller is no browser with ambient credentials), else
-/// from the session cookie. `Err` for a bearer token that is wrong.
-fn caller(
-    shared: &Shared,
-    headers: &HeaderMap,
-) -> Result<Option<(Role, Option<String>)>, &'static str> {
-    if let Some(auth) = headers.get(AUTHORIZATION) {
-        let token = auth
-            .to_str()
-            .ok()
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .ok_or("the Authorization header must be `Bearer <token>`")?;
+/// The caller's role, and its session's CSRF token and cookie: from
+/// `Authorization: Bearer` (no session: such a caller is no browser with
+/// ambient credentials), else from the session cookie. `Err` for a bearer
+/// token that is wrong. An
+/// `Authorization` of another scheme (the HTTP Basic of a proxy in front,
+/// which passes it on) is not the dashboard's: the cookie decides.
+fn caller(shared: &Shared, headers: &HeaderMap) -> Result<Option<Caller>, &'static str> {
+    if let Some(token) = headers.get(AUTHORIZATION).and_then(bearer_token) {
         return shared
             .access
-            .role_of(token.trim())
-            .map(|role| Some((role, None)))
+            .role_of(token)
+            .map(|role| {
+                Some(Caller {
+                    role,
+                    csrf: None,
+                    session: None,
+                })
+            })
             .ok_or("the bearer token is not one of the dashboard's");
     }
-    Ok(cookie_value(headers)
-        .and_then(|id| shared.sessions.get(id))
-        .map(|s| (s.role, Some(s.csrf))))
+    Ok(cookie_value(headers).and_then(|value| {
+        let s = shared.sessions.get(value)?;
+        Some(Caller {
+            role: s.role,
+            csrf: Some(s.csrf),
+            session: Some(value.to_owned()),
+        })
+    }))
+}
+
+/// Who asks: a role and, for a browser, its session's CSRF token and
+/// cookie.
+struct Caller {
+    role: Role,
+    csrf: Option<String>,
+    session: Option<String>,
+}
+
+/// The token of an `Authorization` value of the `Bearer` scheme (its name
+/// in any case, RFC 9110 section 11.1); `None` for another scheme.
+fn bearer_token(value: &HeaderValue) -> Option<&str> {
+    let value = value.to_str().ok()?.trim();
+    let (scheme, token) = value.split_once(' ').unwrap_or((value, ""));
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then_some(token.trim())
 }
 
 /// What every form posts: the session's CSRF token.

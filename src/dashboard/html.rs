@@ -93,6 +93,9 @@ pub(crate) struct PageCtx {
     /// The session's CSRF token (none for a bearer token's caller, who
     /// posts no forms).
     pub(crate) csrf: Option<String>,
+    /// The session cookie's value (none for a bearer token's caller): a
+    /// live stream ends with its session.
+    pub(crate) session: Option<String>,
 }
 
 impl PageCtx {

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::{Query, State};
+use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::Extension;
@@ -68,6 +69,13 @@ pub(crate) async fn events(
             .into_response()
         }
     };
+    let Ok(slot) = Arc::clone(&shared.streams).try_acquire_owned() else {
+        return Refusal::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "too many live pages are open: this page does not update by itself",
+        )
+        .into_response();
+    };
     let changes = shared.changes();
     let period = match (shared.resync, changes.is_some()) {
         (Some(period), _) => period,
@@ -86,9 +94,10 @@ pub(crate) async fn events(
         last: None,
         first: true,
         last_sent: None,
+        _slot: slot,
     };
     let stream = futures_util::stream::unfold(live, |mut live| async move {
-        let event = live.next().await;
+        let event = live.next().await?;
         Some((Ok::<_, Infallible>(event), live))
     });
     Sse::new(stream)
@@ -106,6 +115,8 @@ struct Live {
     last: Option<String>,
     first: bool,
     last_sent: Option<Instant>,
+    /// Its place among the streams open at once, given back with it.
+    _slot: tokio::sync::OwnedSemaphorePermit,
 }
 
 /// What a wake-up was about.
@@ -117,13 +128,18 @@ enum Wake {
 }
 
 impl Live {
-    /// The next update to send.
-    async fn next(&mut self) -> Event {
+    /// The next update to send; `None` once the caller's session has ended
+    /// (signed out here, or past its end): the stream ends with it, at the
+    /// next wake-up, a resync period at most.
+    async fn next(&mut self) -> Option<Event> {
         loop {
             // Counts read after this moment show whatever woke us.
             let mut since = Instant::now();
             if !std::mem::take(&mut self.first) {
                 let wake = self.wait().await;
+                if !self.session_live() {
+                    return None;
+                }
                 since = Instant::now();
                 if let (View::Task(id), Wake::Task(changed)) = (&self.view, &wake) {
                     if id != changed {
@@ -141,9 +157,18 @@ impl Live {
             if self.last.as_ref() != Some(&payload) {
                 self.last_sent = Some(Instant::now());
                 self.last = Some(payload.clone());
-                return Event::default().event("update").data(payload);
+                return Some(Event::default().event("update").data(payload));
             }
         }
+    }
+
+    /// Whether the caller may still see the page: a bearer token's caller
+    /// always (each request shows its token), a session's while it lives.
+    fn session_live(&self) -> bool {
+        self.ctx
+            .session
+            .as_deref()
+            .is_none_or(|value| self.shared.sessions.get(value).is_some())
     }
 
     async fn wait(&mut self) -> Wake {

@@ -1,8 +1,8 @@
 //! An operator's web dashboard (feature `dashboard`): see [`Dashboard`].
 //!
 //! One file per part: `access` (the tokens and roles), `sessions` (the
-//! browsers signed in, by signed cookies), `counts` (the counts every
-//! page shares), `auth` (the `Origin` check, the caller, sign-in,
+//! browsers signed in, by signed cookies), `counts` (the counts and the
+//! chart every page shares), `auth` (the `Origin` check, the caller, sign-in,
 //! CSRF), `pages` (the `GET` routes), `overview`, `list`, `task` (each
 //! page's HTML), `chart` (the last hour), `live` (SSE), `html`
 //! (escaping and the page shell), `reply` (refusals and headers), and
@@ -91,7 +91,8 @@ use crate::store::TaskChange;
 ///     Dashboard::new(layer.operator(), access).router(),
 /// );
 /// let listener = tokio::net::TcpListener::bind("127.0.0.1:3000").await?;
-/// axum::serve(listener, app).await?;
+/// // The crate's server: deadlines for slow clients (`axum::serve` has none).
+/// mcp_task_layer::serve(listener, app).await?;
 /// # Ok(())
 /// # }
 /// ```
@@ -103,7 +104,12 @@ pub struct Dashboard {
     origins: AllowedOrigins,
     secure_cookie: bool,
     resync: Option<Duration>,
+    max_streams: usize,
 }
+
+/// How many live pages (`/events` streams) one dashboard serves at once by
+/// default ([`Dashboard::with_max_live_streams`]).
+pub const DEFAULT_MAX_LIVE_STREAMS: usize = 256;
 
 impl Dashboard {
     /// A dashboard over `operator`, open to the callers `access` allows.
@@ -114,7 +120,17 @@ impl Dashboard {
             origins: AllowedOrigins::Loopback,
             secure_cookie: false,
             resync: None,
+            max_streams: DEFAULT_MAX_LIVE_STREAMS,
         }
+    }
+
+    /// How many live pages (`/events` streams) may be open at once
+    /// (default [`DEFAULT_MAX_LIVE_STREAMS`]); past it a page's stream is
+    /// refused with 503 and the page stays as loaded. A stream's slot is
+    /// given back when its browser goes or its session ends.
+    pub fn with_max_live_streams(mut self, max: usize) -> Self {
+        self.max_streams = max;
+        self
     }
 
     /// How often an open page re-reads the store when no change woke it
@@ -153,10 +169,14 @@ impl Dashboard {
             operator: self.operator,
             access: self.access,
             sessions,
-            counts: counts::Counts::default(),
+            counts: counts::SharedRead::default(),
+            chart: counts::SharedRead::default(),
             origins: self.origins,
             secure_cookie: self.secure_cookie,
             resync: self.resync,
+            streams: Arc::new(tokio::sync::Semaphore::new(
+                self.max_streams.min(tokio::sync::Semaphore::MAX_PERMITS),
+            )),
             feed: OnceLock::new(),
         });
         Router::new()
@@ -184,11 +204,15 @@ pub(crate) struct Shared {
     pub(crate) access: Access,
     pub(crate) sessions: sessions::Sessions,
     /// The counts every page and stream share.
-    pub(crate) counts: counts::Counts,
+    pub(crate) counts: counts::SharedRead<crate::store::TaskStats>,
+    /// The last hour's chart every page and stream share.
+    pub(crate) chart: counts::SharedRead<chart::Throughput>,
     pub(crate) origins: AllowedOrigins,
     pub(crate) secure_cookie: bool,
     /// The resync period asked for, if any.
     pub(crate) resync: Option<Duration>,
+    /// A permit a live stream.
+    pub(crate) streams: Arc<tokio::sync::Semaphore>,
     /// The store's change feed, taken once; each stream resubscribes.
     feed: OnceLock<Option<Mutex<broadcast::Receiver<TaskChange>>>>,
 }
@@ -209,7 +233,21 @@ impl Shared {
         &self,
         since: tokio::time::Instant,
     ) -> crate::store::Result<crate::store::TaskStats> {
-        self.counts.read(&self.operator, since).await
+        self.counts.read(since, || self.operator.stats()).await
+    }
+
+    /// The last hour's chart, read no earlier than `since`, shared as the
+    /// counts are: every open overview re-renders after each change, and
+    /// on Redis the chart is one script over the hour's ended tasks.
+    pub(crate) async fn chart(
+        &self,
+        since: tokio::time::Instant,
+    ) -> crate::store::Result<chart::Throughput> {
+        self.chart
+            .read(since, || {
+                chart::Throughput::read(&self.operator, crate::clock::unix_now_ms())
+            })
+            .await
     }
 
     /// A receiver of the store's change feed, if it has one.

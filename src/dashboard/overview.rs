@@ -5,7 +5,6 @@
 
 use std::fmt::Write as _;
 
-use super::chart::Throughput;
 use super::html::{esc, url_part, PageCtx, STATUSES};
 use super::list;
 use super::Shared;
@@ -54,7 +53,7 @@ pub(crate) async fn render(
 ) -> store::Result<String> {
     let operator = &shared.operator;
     let stats = shared.stats(since).await?;
-    let throughput = Throughput::read(operator, now).await?;
+    let throughput = shared.chart(since).await?;
     // The tasks waiting longest for input, longest first: each read by id
     // (at most `LONGEST_WAITING`), gone ones left out.
     let mut waiting = Vec::new();

@@ -1,9 +1,11 @@
 //! Browser sessions, signed rather than stored: a sign-in sets a cookie
 //! that names its role, its end and a random nonce, with an HMAC-SHA-256
-//! of them under a key derived from the dashboard's tokens; its CSRF token
-//! is an HMAC of the nonce. Any process with the same tokens accepts it,
-//! so a fleet of dashboards behind a load balancer (or one restarted)
-//! keeps its browsers signed in; a new token signs every browser out.
+//! of them under a key derived from that role's token alone; its CSRF
+//! token is an HMAC of the nonce. Any process with the same token accepts
+//! it, so a fleet of dashboards behind a load balancer (or one restarted)
+//! keeps its browsers signed in; a new token signs its role's browsers
+//! out. A read-only token's holder can sign no full session: that key is
+//! the full token's.
 //! Signing out clears the cookie and ends the session on the process that
 //! saw it, until the session would have ended anyway (bounded in number).
 
@@ -42,9 +44,11 @@ struct Signed<'v> {
     nonce: &'v str,
 }
 
-/// The signing key and the sessions signed out here.
+/// The signing keys (one a role that has a token) and the sessions signed
+/// out here.
 pub(crate) struct Sessions {
-    key: [u8; 32],
+    full: Option<[u8; 32]>,
+    read_only: Option<[u8; 32]>,
     /// Nonce → the end of its session (Unix seconds).
     ended: Mutex<HashMap<String, u64>>,
 }
@@ -59,13 +63,14 @@ impl Sessions {
     /// The sessions of a dashboard with `access`'s tokens.
     pub(crate) fn new(access: &Access) -> Self {
         Sessions {
-            key: access.session_key(),
+            full: access.session_key(Role::Full),
+            read_only: access.session_key(Role::ReadOnly),
             ended: Mutex::default(),
         }
     }
 
     /// A new session for `role`: the cookie's value, or `None` if the
-    /// system's random source failed.
+    /// role has no token or the system's random source failed.
     pub(crate) fn start(&self, role: Role) -> Option<String> {
         self.start_at(role, now_secs())
     }
@@ -76,7 +81,7 @@ impl Sessions {
         let mut value = format!("{}.{}.", role_char(role), now + SESSION_TTL.as_secs());
         crate::hex::push_hex(&mut value, &nonce);
         let mac = self
-            .mac(b"session", value.as_bytes())
+            .mac(role, b"session", value.as_bytes())?
             .finalize()
             .into_bytes();
         value.push('.');
@@ -94,7 +99,7 @@ impl Sessions {
         let live = self.live(value, now)?;
         let mut csrf = String::with_capacity(64);
         let tag = self
-            .mac(b"csrf", live.nonce.as_bytes())
+            .mac(live.role, b"csrf", live.nonce.as_bytes())?
             .finalize()
             .into_bytes();
         crate::hex::push_hex(&mut csrf, &tag);
@@ -109,15 +114,15 @@ impl Sessions {
     fn live<'v>(&self, value: &'v str, now: u64) -> Option<Signed<'v>> {
         let (signed, mac) = value.rsplit_once('.')?;
         let mac = crate::hex::decode_hex(mac)?;
-        self.mac(b"session", signed.as_bytes())
-            .verify_slice(&mac)
-            .ok()?;
         let mut parts = signed.split('.');
         let role = match parts.next()? {
             "f" => Role::Full,
             "r" => Role::ReadOnly,
             _ => return None,
         };
+        self.mac(role, b"session", signed.as_bytes())?
+            .verify_slice(&mac)
+            .ok()?;
         let ends: u64 = parts.next()?.parse().ok()?;
         let nonce = parts.next()?;
         if now >= ends || parts.next().is_some() || self.was_ended(nonce) {
@@ -151,14 +156,19 @@ impl Sessions {
         ended.contains_key(nonce)
     }
 
-    /// The MAC of `data` for `purpose` (the two never sign each other's).
-    fn mac(&self, purpose: &[u8], data: &[u8]) -> Hmac<Sha256> {
-        let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(&self.key)
+    /// The MAC of `data` for `purpose` (the two never sign each other's)
+    /// under `role`'s key; `None` if the role has no token.
+    fn mac(&self, role: Role, purpose: &[u8], data: &[u8]) -> Option<Hmac<Sha256>> {
+        let key = match role {
+            Role::Full => self.full.as_ref(),
+            Role::ReadOnly => self.read_only.as_ref(),
+        }?;
+        let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(key)
             .unwrap_or_else(|_| unreachable!("HMAC takes a key of any length"));
         mac.update(purpose);
         mac.update(&[0]);
         mac.update(data);
-        mac
+        Some(mac)
     }
 }
 
@@ -234,7 +244,11 @@ mod tests {
     fn cookies_are_signed_for_the_tokens_and_end_on_time() {
         let a = Sessions::new(&access("full-token-0123456789"));
         let b = Sessions::new(&access("full-token-0123456789"));
-        let other = Sessions::new(&access("full-token-9876543210"));
+        let other = Sessions::new(
+            &Access::new()
+                .with_read_only_token("read-only-token-9876")
+                .unwrap(),
+        );
         let now = 1_800_000_000;
         let value = a.start_at(Role::ReadOnly, now).unwrap();
         let (on_a, on_b) = (
@@ -256,6 +270,55 @@ mod tests {
         for junk in ["", ".", "f.1.2.3", "x.y", &value[..value.len() - 2]] {
             assert!(a.get_at(junk, now).is_none(), "{junk:?}");
         }
+    }
+
+    /// A cookie as this module signs one, under `key`.
+    fn forge(key: &[u8; 32], role: &str, ends: u64, nonce: &str) -> String {
+        let mut value = format!("{role}.{ends}.{nonce}");
+        let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(key).unwrap();
+        mac.update(b"session\0");
+        mac.update(value.as_bytes());
+        value.push('.');
+        crate::hex::push_hex(&mut value, &mac.finalize().into_bytes());
+        value
+    }
+
+    /// Nothing a read-only token's holder can compute signs a full
+    /// session: neither a cookie under the read-only role's key nor one
+    /// under the key both tokens made before, which with no full token
+    /// set was public but for the read-only token. Before, with only a
+    /// read-only token set, such a forged `f` cookie was a full session,
+    /// and its holder could cancel tasks.
+    #[test]
+    fn a_read_only_token_signs_no_full_session() {
+        use sha2::Digest;
+        let ro = "read-only-token-0123";
+        let ro_access = Access::new().with_read_only_token(ro).unwrap();
+        let only_ro = Sessions::new(&ro_access);
+        let both = Sessions::new(&access("full-token-0123456789"));
+        let now = 1_800_000_000;
+        let ro_key = ro_access.session_key(Role::ReadOnly).unwrap();
+        let mut old = sha2::Sha256::new();
+        old.update(b"mcp-tasks dashboard sessions v1");
+        old.update(0u64.to_be_bytes());
+        old.update((ro.len() as u64).to_be_bytes());
+        old.update(ro.as_bytes());
+        let old_key: [u8; 32] = old.finalize().into();
+
+        let as_read_only = forge(&ro_key, "r", now + 60, "00ff");
+        let s = only_ro
+            .get_at(&as_read_only, now)
+            .expect("forged as signed");
+        assert_eq!(s.role, Role::ReadOnly, "what the token gives anyway");
+        for key in [ro_key, old_key] {
+            let forged = forge(&key, "f", now + 60, "00ff");
+            assert!(only_ro.get_at(&forged, now).is_none(), "{forged}");
+            assert!(both.get_at(&forged, now).is_none(), "{forged}");
+        }
+        assert!(
+            only_ro.start_at(Role::Full, now).is_none(),
+            "no full token, no full session"
+        );
     }
 
     #[test]

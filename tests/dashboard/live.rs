@@ -11,6 +11,28 @@ struct Events {
 
 impl Events {
     async fn open(addr: SocketAddr, path: &str) -> Events {
+        let bearer = format!("Bearer {READ_ONLY}");
+        Events::open_as(addr, path, ("authorization", &bearer)).await
+    }
+
+    /// The stream of `path` for the caller `credential` (a header) names.
+    async fn open_as(addr: SocketAddr, path: &str, credential: (&str, &str)) -> Events {
+        let response = Events::request(addr, path, credential).await;
+        assert_eq!(response.status(), StatusCode::OK);
+        assert_eq!(response.headers()[CONTENT_TYPE], "text/event-stream");
+        Events {
+            body: response.into_body(),
+            buffer: String::new(),
+        }
+    }
+
+    /// `GET path` as the caller `credential` names; the response, its
+    /// body unread.
+    async fn request(
+        addr: SocketAddr,
+        path: &str,
+        credential: (&str, &str),
+    ) -> hyper::Response<hyper::body::Incoming> {
         let stream = TcpStream::connect(addr).await.unwrap();
         let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
             .await
@@ -18,16 +40,10 @@ impl Events {
         tokio::spawn(conn);
         let request = Request::get(path)
             .header(HOST, addr.to_string())
-            .header("authorization", format!("Bearer {READ_ONLY}"))
+            .header(credential.0, credential.1)
             .body(Full::new(Bytes::new()))
             .unwrap();
-        let response = sender.send_request(request).await.unwrap();
-        assert_eq!(response.status(), StatusCode::OK);
-        assert_eq!(response.headers()[CONTENT_TYPE], "text/event-stream");
-        Events {
-            body: response.into_body(),
-            buffer: String::new(),
-        }
+        sender.send_request(request).await.unwrap()
     }
 
     /// The next `update` event's data (within 30 s).
@@ -55,6 +71,85 @@ impl Events {
             }
         }
     }
+
+    /// Wait (at most 30 s) for the stream to end; an update before its
+    /// end fails the test.
+    async fn ends(&mut self) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            assert!(
+                !self.buffer.contains("event: update"),
+                "an update after the session ended: {}",
+                self.buffer
+            );
+            let frame = tokio::time::timeout_at(deadline, self.body.frame())
+                .await
+                .expect("the stream ends in time");
+            let Some(frame) = frame else { return };
+            if let Ok(data) = frame.unwrap().into_data() {
+                self.buffer.push_str(std::str::from_utf8(&data).unwrap());
+            }
+        }
+    }
+}
+
+/// A browser's live stream ends with its session: once it signs out, the
+/// open task's next change is not sent and the stream ends. Before, a
+/// stream opened with a cookie went on for ever, after a sign-out or past
+/// the session's end too.
+///
+/// Live streams are bounded (here one at a time): another is refused
+/// with 503 while that one is open, and its slot comes back when it ends.
+#[tokio::test]
+async fn a_sessions_live_stream_ends_when_it_signs_out() {
+    let layer: TaskLayer = layer();
+    let operator = layer.operator();
+    let dashboard = Dashboard::new(layer.operator(), access()).with_max_live_streams(1);
+    let addr = serve_dashboard(dashboard).await;
+    let mut client = Client::new(layer);
+    let id = client.start("ask", json!({})).await;
+    client.wait_for(&id, TaskStatus::InputRequired).await;
+    let cookie = sign_in(addr, FULL).await;
+    let path = format!("/ops/events?view=task&id={id}");
+    let mut task = Events::open_as(addr, &path, ("cookie", &cookie)).await;
+    assert_eq!(task.next().await["status"], "input_required");
+    let bearer = format!("Bearer {READ_ONLY}");
+    let refused = get(
+        addr,
+        "/ops/events?view=counts",
+        &[("authorization", &bearer)],
+    )
+    .await;
+    assert_eq!(
+        refused.status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "{}",
+        refused.body
+    );
+
+    let page = get(addr, "/ops/tasks", &[("cookie", &cookie)]).await;
+    let out = send(
+        addr,
+        Method::POST,
+        "/ops/sign-out",
+        &[(CONTENT_TYPE.as_str(), FORM), ("cookie", &cookie)],
+        &format!("csrf={}", csrf_of(&page.body)),
+    )
+    .await;
+    assert_eq!(out.status, StatusCode::SEE_OTHER);
+    operator.cancel(&id).await.unwrap();
+    task.ends().await;
+    // Bounded: the server drops the ended stream right after its end.
+    let mut status = None;
+    for _ in 0..100 {
+        let r = Events::request(addr, "/ops/events?view=counts", ("authorization", &bearer)).await;
+        if r.status() != StatusCode::SERVICE_UNAVAILABLE {
+            status = Some(r.status());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(status, Some(StatusCode::OK), "the ended stream's slot");
 }
 
 #[tokio::test]

@@ -201,6 +201,16 @@ async fn cancel_needs_the_full_role_the_csrf_token_and_an_allowed_origin() {
     let again: Value = serde_json::from_str(&again.body).unwrap();
     assert_eq!(again["outcome"], "already ended");
     assert_eq!(again["status"], "cancelled");
+    // Nor a form: a script's bare POST. Before, it got 415.
+    let bare = post(
+        vec![
+            ("authorization", format!("Bearer {FULL}")),
+            ("accept", "application/json".into()),
+        ],
+        String::new(),
+    )
+    .await;
+    assert_eq!(bare.status, StatusCode::OK, "{}", bare.body);
 }
 
 #[tokio::test]

@@ -86,6 +86,24 @@ async fn a_session_is_good_on_every_dashboard_with_the_same_tokens() {
         get(c, "/ops/tasks", &cookie).await.status,
         StatusCode::UNAUTHORIZED
     );
+    // An Authorization of another scheme, as a proxy with HTTP Basic in
+    // front passes on, leaves the cookie to decide; the scheme's name is
+    // read in any case. Before, every such request was refused.
+    let basic = [cookie[0], ("authorization", "Basic YWxpY2U6cHc=")];
+    let behind_a_proxy = get(a, "/ops/tasks", &basic).await;
+    assert_eq!(
+        behind_a_proxy.status,
+        StatusCode::OK,
+        "{}",
+        behind_a_proxy.body
+    );
+    let lower = format!("bearer {READ_ONLY}");
+    assert_eq!(
+        get(a, "/ops/tasks", &[("authorization", &lower)])
+            .await
+            .status,
+        StatusCode::OK
+    );
     let csrf = csrf_of(&on_b.body);
     let out = send(
         b,
