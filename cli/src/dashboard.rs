@@ -2,6 +2,7 @@
 //! store the flags name, through the same `Operator` as `mcp-tasks cancel`
 //! (a cancel reaches the handler wherever it runs).
 
+use std::future::IntoFuture;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
@@ -55,10 +56,14 @@ pub(crate) async fn run(args: Args) -> Result<(), String> {
         .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
     let addr = listener.local_addr().unwrap_or(args.listen);
     println!("listening on http://{addr}");
-    // Open event streams never end by themselves: a signal stops the
-    // server without waiting for them.
+    // The crate's server, not `axum::serve`: a client that sends half a
+    // request head, or nothing, is let go (408 after 30 s, idle after
+    // 60 s) instead of holding its connection. Open event streams never
+    // end by themselves: a signal stops the server without waiting for
+    // them.
+    let served = mcp_task_layer::serve(listener, dashboard.router()).into_future();
     tokio::select! {
-        served = axum::serve(listener, dashboard.router()) => {
+        served = served => {
             served.map_err(|e| format!("server error: {e}"))
         }
         () = crate::gateway::shutdown_signal() => Ok(()),

@@ -58,6 +58,18 @@ pub(crate) struct Args {
     /// keeps its process.
     #[arg(long, value_name = "N", default_value_t = 16)]
     upstream_processes: usize,
+    /// The most calls waiting at once for their clients' answers to the
+    /// upstream's questions; a call past it fails and is cancelled upstream.
+    #[arg(long, value_name = "N", default_value_t = 10_000, value_parser = at_least_one)]
+    parked_calls: usize,
+    /// The most of those one client (one bearer token; every client without
+    /// one counts as one) has at once.
+    #[arg(long, value_name = "N", default_value_t = 1_000, value_parser = at_least_one)]
+    parked_calls_per_owner: usize,
+    /// How long a call waits for its client's answers before it is
+    /// cancelled upstream (seconds; default one day, the longest task TTL).
+    #[arg(long, value_name = "SECONDS", default_value_t = 86_400.0)]
+    park_ttl: f64,
     /// How long a task stays `working` after its gateway died before it is
     /// recovered: failed, or started again if its tool is marked --rerun
     /// (seconds; default 30).
@@ -111,7 +123,9 @@ pub(crate) async fn run(args: Args) -> Result<(), String> {
     target.check()?;
     let mut cfg = ProxyConfig::default()
         .with_default_policy(args.default_policy)
-        .with_upstream_processes(args.upstream_processes);
+        .with_upstream_processes(args.upstream_processes)
+        .with_parked_calls(seconds("--park-ttl", args.park_ttl)?, args.parked_calls)
+        .with_parked_calls_per_owner(args.parked_calls_per_owner);
     for (tool, policy) in &args.policies {
         cfg = cfg.with_tool_policy(tool.clone(), *policy);
     }
@@ -120,20 +134,17 @@ pub(crate) async fn run(args: Args) -> Result<(), String> {
     }
     let store = mcp_task_layer::store::connect(&args.store)
         .await
-        .map_err(|e| format!("cannot open the task store {:?}: {e}", args.store))?;
+        .map_err(|e| {
+            format!(
+                "cannot open the task store {:?}: {e}",
+                mcp_task_layer::store::redacted(&args.store)
+            )
+        })?;
     let store = match &args.seal_key_file {
         Some(path) => sealed(store, path)?,
         None => store,
     };
-    let lease = Duration::try_from_secs_f64(args.lease_ttl)
-        .ok()
-        .filter(|d| !d.is_zero())
-        .ok_or_else(|| {
-            format!(
-                "--lease-ttl {}: a positive number of seconds",
-                args.lease_ttl
-            )
-        })?;
+    let lease = seconds("--lease-ttl", args.lease_ttl)?;
     let proxy = Proxy::start(target, cfg);
     let layer = proxy
         .task_layer(store)
@@ -175,6 +186,22 @@ pub(crate) async fn run(args: Args) -> Result<(), String> {
     let report = layer.drain(DRAIN).await;
     eprintln!("drained: {report:?}");
     Ok(())
+}
+
+/// `value` of `flag` as a positive duration.
+fn seconds(flag: &str, value: f64) -> Result<Duration, String> {
+    Duration::try_from_secs_f64(value)
+        .ok()
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| format!("{flag} {value}: a positive number of seconds"))
+}
+
+/// A count of at least one.
+fn at_least_one(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(format!("{s:?}: a whole number of at least 1")),
+    }
 }
 
 /// `Authorization: Bearer <token>` makes `bearer:<token>` the owner of the

@@ -102,6 +102,15 @@ fn parse_status(text: &str) -> Result<TaskStatus, String> {
     })
 }
 
+/// The file of a `sqlite:PATH` or `sqlite://PATH` store URL (its query
+/// left out); `None` for another store or an in-memory database.
+fn sqlite_file(url: &str) -> Option<&str> {
+    let rest = url.trim().strip_prefix("sqlite:")?;
+    let rest = rest.strip_prefix("//").unwrap_or(rest);
+    let path = rest.split_once('?').map_or(rest, |(path, _)| path);
+    (!path.is_empty() && path != ":memory:").then_some(path)
+}
+
 /// `30d`, `12h`, `15m`, `45s`, `500ms`.
 pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
     let split = text
@@ -128,18 +137,33 @@ pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
 /// server until its own timeout (30 s), which is long to wait at a prompt.
 const OPEN_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The operator of the store the flags name.
+/// The operator of the store the flags name. A SQLite file must exist:
+/// the operator reads and acts on tasks a server wrote, and a mistyped
+/// path would otherwise make a new, empty store that shows nothing.
 pub(crate) async fn open(args: &Store) -> Result<Operator, String> {
+    if let Some(path) = sqlite_file(&args.store) {
+        if !std::path::Path::new(path).exists() {
+            return Err(format!(
+                "cannot open the task store {:?}: no such file (the operator commands do not create one)",
+                args.store
+            ));
+        }
+    }
     let opened = tokio::time::timeout(OPEN_TIMEOUT, mcp_task_layer::store::connect(&args.store))
         .await
         .map_err(|_| {
             format!(
                 "cannot open the task store {:?}: no answer within {} s",
-                args.store,
+                mcp_task_layer::store::redacted(&args.store),
                 OPEN_TIMEOUT.as_secs()
             )
         })?;
-    let store = opened.map_err(|e| format!("cannot open the task store {:?}: {e}", args.store))?;
+    let store = opened.map_err(|e| {
+        format!(
+            "cannot open the task store {:?}: {e}",
+            mcp_task_layer::store::redacted(&args.store)
+        )
+    })?;
     let store = match &args.seal_key_file {
         Some(path) => sealed(store, path)?,
         None => store,
@@ -179,7 +203,29 @@ fn relative(ms: i64, now: i64) -> String {
 }
 
 /// Rows as columns padded to the widest cell (the last one unpadded).
+/// `text` with its control characters (an escape sequence a server or
+/// client wrote into a tool name or a message, a line break) written as
+/// `\u{..}`: what the terminal shows is what is stored, nothing it obeys.
+fn printable(text: &str) -> String {
+    if !text.chars().any(char::is_control) {
+        return text.to_owned();
+    }
+    text.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_unicode().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
 fn table(rows: &[Vec<String>]) -> String {
+    let rows: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| r.iter().map(|c| printable(c)).collect())
+        .collect();
     let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
     let widths: Vec<usize> = (0..columns)
         .map(|i| {
@@ -191,7 +237,7 @@ fn table(rows: &[Vec<String>]) -> String {
         })
         .collect();
     let mut out = String::new();
-    for row in rows {
+    for row in &rows {
         let mut line = String::new();
         for (i, cell) in row.iter().enumerate() {
             if i + 1 == row.len() {
@@ -304,15 +350,24 @@ pub(crate) async fn list(args: ListArgs) -> Result<(), String> {
         for task in &page.tasks {
             print_json(&task_json(task, false));
         }
-        return Ok(());
+    } else {
+        print_table(&page.tasks);
     }
+    if let Some(next) = page.next {
+        eprintln!("more: mcp-tasks list --after {next} ...");
+    }
+    Ok(())
+}
+
+/// `list`'s human table.
+fn print_table(tasks: &[Arc<TaskRecord>]) {
     let now = now_ms();
     let mut rows = vec![[
         "ID", "STATUS", "TOOL", "OWNER", "CREATED", "UPDATED", "WORKER",
     ]
     .map(str::to_owned)
     .to_vec()];
-    for t in &page.tasks {
+    for t in tasks {
         rows.push(vec![
             t.id.clone(),
             t.status.as_str().to_owned(),
@@ -324,10 +379,6 @@ pub(crate) async fn list(args: ListArgs) -> Result<(), String> {
         ]);
     }
     print!("{}", table(&rows));
-    if let Some(next) = page.next {
-        eprintln!("more: mcp-tasks list --after {next} ...");
-    }
-    Ok(())
 }
 
 /// `mcp-tasks show`.
@@ -488,5 +539,21 @@ mod tests {
             vec!["aaa".to_owned(), "b".to_owned(), "c".to_owned()],
         ];
         assert_eq!(table(&rows), "a    bb  c\naaa  b   c\n");
+    }
+
+    /// A server's message that would clear the screen, or a line break in
+    /// a tool name, is shown, not obeyed, and keeps its row one line.
+    #[test]
+    fn control_characters_are_shown_not_obeyed() {
+        let rows = vec![vec!["message".to_owned(), "ok\u{1b}[2J\nfake".to_owned()]];
+        assert_eq!(table(&rows), "message  ok\\u{1b}[2J\\u{a}fake\n");
+    }
+
+    #[test]
+    fn the_file_of_a_sqlite_url() {
+        assert_eq!(sqlite_file("sqlite:a/b.db?table=t"), Some("a/b.db"));
+        assert_eq!(sqlite_file("sqlite:///x.db"), Some("/x.db"));
+        assert_eq!(sqlite_file("sqlite::memory:"), None);
+        assert_eq!(sqlite_file("postgres://h/db"), None);
     }
 }

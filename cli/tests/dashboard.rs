@@ -287,3 +287,31 @@ async fn drive(
         .await?;
     Ok(())
 }
+
+/// A client that sends half a request head and no more gets 408 and its
+/// connection closed at the server's header deadline (30 s), as from
+/// every server of the crate. Before, `mcp-tasks dashboard` served with
+/// `axum::serve`, which has no deadline: such clients held their
+/// connections for ever, and enough of them took every file descriptor.
+#[tokio::test]
+async fn a_client_that_never_finishes_its_request_head_is_let_go() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let store = format!("sqlite:{}", dir.path().join("tasks.db").display());
+    mcp_task_layer::store::connect(&store)
+        .await
+        .expect("a new store");
+    let (_dashboard, url) = dashboard(&store).await;
+    let addr = url.strip_prefix("http://").expect("an http URL");
+    let mut conn = tokio::net::TcpStream::connect(addr)
+        .await
+        .expect("connects");
+    conn.write_all(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        .await
+        .expect("half a head");
+    let mut got = Vec::new();
+    let closed = tokio::time::timeout(Duration::from_secs(45), conn.read_to_end(&mut got)).await;
+    assert!(closed.is_ok(), "still open 45 s after half a head");
+    let got = String::from_utf8_lossy(&got);
+    assert!(got.starts_with("HTTP/1.1 408"), "{got}");
+}

@@ -241,6 +241,91 @@ fn a_bad_command_line_or_store_is_one_line_and_a_non_zero_exit() {
         err.starts_with("mcp-tasks: cannot open the task store"),
         "{err}"
     );
+    let out = Command::new(BIN)
+        .args(["gateway", "--stdio", "--parked-calls", "0", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("a whole number of at least 1"));
+    let out = Command::new(BIN)
+        .args(["gateway", "--stdio", "--park-ttl", "0", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        err.trim(),
+        "mcp-tasks: --park-ttl 0: a positive number of seconds"
+    );
+}
+
+/// The parked-call flags reach the gateway. With one waiting call a
+/// client, alice's second task that asks a question fails while bob's
+/// waits; with a two-second wait, alice's first call is given up and a
+/// new one of hers waits again.
+#[test]
+fn the_parked_call_flags_bound_each_client_and_the_wait() {
+    let Some(py) = python() else { return };
+    let (_running, addr) = listen(
+        &py,
+        &[
+            "--policy",
+            "confirm_delete=task",
+            "--parked-calls-per-owner",
+            "1",
+            "--park-ttl",
+            "2",
+        ],
+    );
+    let ask = |token: &str, file: &str| -> String {
+        let r = post(
+            &addr,
+            token,
+            "tools/call",
+            Some("confirm_delete"),
+            json!({ "name": "confirm_delete", "arguments": { "filename": file } }),
+        );
+        result(&r)["taskId"].as_str().unwrap().to_owned()
+    };
+    let first = ask("alice", "a1.txt");
+    wait_status_of(&addr, "alice", &first, "input_required");
+    let second = ask("alice", "a2.txt");
+    let failed = wait_status_of(&addr, "alice", &second, "failed");
+    assert!(
+        failed
+            .to_string()
+            .contains("already has 1 calls waiting for answers"),
+        "{failed}"
+    );
+    let bobs = ask("bob", "b1.txt");
+    wait_status_of(&addr, "bob", &bobs, "input_required");
+
+    // Bounded: alice's first call is given up two seconds after it parked.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let next = ask("alice", "a3.txt");
+        let got = loop {
+            let got = post(
+                &addr,
+                "alice",
+                "tasks/get",
+                Some(&next),
+                json!({ "taskId": next }),
+            );
+            let got = result(&got).clone();
+            if got["status"] != "working" {
+                break got;
+            }
+            assert!(Instant::now() < deadline, "{got}");
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        if got["status"] == "input_required" {
+            break;
+        }
+        assert_eq!(got["status"], "failed", "{got}");
+        assert!(Instant::now() < deadline, "alice's first call still waits");
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }
 
 /// `mcp-tasks gateway --listen 127.0.0.1:0` with `flags` in front of the
@@ -302,13 +387,18 @@ fn start_task(addr: &str, tool: &str, args: Value) -> String {
         .to_owned()
 }
 
-/// Poll (at most 60 s) until the task's status is `status`.
+/// Poll (at most 60 s) until alice's task's status is `status`.
 fn wait_status(addr: &str, task: &str, status: &str) -> Value {
+    wait_status_of(addr, "alice", task, status)
+}
+
+/// Poll (at most 60 s) until `token`'s task's status is `status`.
+fn wait_status_of(addr: &str, token: &str, task: &str, status: &str) -> Value {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let got = post(
             addr,
-            "alice",
+            token,
             "tasks/get",
             Some(task),
             json!({ "taskId": task }),

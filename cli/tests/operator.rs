@@ -110,8 +110,22 @@ async fn operate_on(url: &str, store: Arc<dyn mcp_task_layer::TaskStore>) {
     assert_eq!(bobs[0]["id"], ask.as_str());
     let tools = json_lines(&ok_run(url, &["list", "--tool", "done", "--json"]).await);
     assert_eq!(tools[0]["id"], done.as_str());
-    let one = json_lines(&ok_run(url, &["list", "--limit", "1", "--json"]).await);
+    let run = mcp_tasks(url, &["list", "--limit", "1", "--json"]).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let one = json_lines(&run.stdout);
     assert_eq!(one.len(), 1);
+    // The next page's cursor, on stderr as in the table (stdout stays one
+    // task a line). Before, `--json` gave no way past the first page.
+    let cursor = run
+        .stderr
+        .trim()
+        .strip_prefix("more: mcp-tasks list --after ")
+        .and_then(|rest| rest.strip_suffix(" ..."))
+        .unwrap_or_else(|| panic!("{:?}", run.stderr));
+    let next =
+        json_lines(&ok_run(url, &["list", "--limit", "1", "--json", "--after", cursor]).await);
+    assert_eq!(next.len(), 1);
+    assert_ne!(next[0]["id"], one[0]["id"], "the second page");
 
     // The human table: a header and a row per task, columns aligned.
     let table = ok_run(url, &["list"]).await;
@@ -222,6 +236,7 @@ async fn operator_commands_on_postgres() {
 async fn failures_are_one_line_and_exit_code_1() {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite:{}", dir.path().join("tasks.db").display());
+    mcp_task_layer::store::connect(&url).await.unwrap();
     let mut cases = vec![
         (url.clone(), vec!["show", "nope"], "no task \"nope\""),
         (url.clone(), vec!["cancel", "nope"], "no task \"nope\""),
@@ -236,10 +251,24 @@ async fn failures_are_one_line_and_exit_code_1() {
             "cannot open the task store",
         ),
         (url.clone(), vec!["list", "--after", "zz"], "not a cursor"),
+        (
+            format!("sqlite:{}", dir.path().join("typo.db").display()),
+            vec!["stats"],
+            "no such file",
+        ),
     ];
+    // A password in the URL is never printed (it would land in logs).
     if cfg!(feature = "postgres") {
-        let dead = "postgres://postgres@127.0.0.1:1/none".to_owned();
-        cases.push((dead, vec!["list"], "cannot open the task store"));
+        let dead = "postgres://postgres:hunter2-secret@127.0.0.1:1/none".to_owned();
+        cases.push((
+            dead,
+            vec!["list"],
+            "postgres://postgres:***@127.0.0.1:1/none",
+        ));
+    }
+    if cfg!(feature = "redis") {
+        let dead = "redis://:hunter2-secret@127.0.0.1:1/0".to_owned();
+        cases.push((dead, vec!["stats"], "redis://:***@127.0.0.1:1/0"));
     }
     for (store, args, says) in cases {
         let run = mcp_tasks(&store, &args).await;
@@ -248,8 +277,13 @@ async fn failures_are_one_line_and_exit_code_1() {
         assert!(run.stderr.starts_with("mcp-tasks: "), "{}", run.stderr);
         assert!(run.stderr.contains(says), "{}", run.stderr);
         assert!(!run.stderr.contains("panicked"), "{}", run.stderr);
+        assert!(!run.stderr.contains("hunter2"), "{}", run.stderr);
         assert!(run.stdout.is_empty(), "{}", run.stdout);
     }
+    assert!(
+        !dir.path().join("typo.db").exists(),
+        "a mistyped path makes no new store"
+    );
     let bad = mcp_tasks(&url, &["purge", "--older-than", "soon"]).await;
     assert_eq!(bad.code, 2, "a command line it does not understand");
 }

@@ -1,4 +1,5 @@
-//! [`connect`]: open the store a URL names.
+//! [`connect`]: open the store a URL names; [`redacted`]: that URL as it
+//! may be shown.
 
 use std::sync::Arc;
 
@@ -94,4 +95,91 @@ pub async fn connect(url: &str) -> Result<Arc<dyn TaskStore>> {
     Err(Error::Unsupported(
         "URLs other than memory, sqlite:PATH, postgres://… and redis://…",
     ))
+}
+
+/// `url` as it may be shown in a message or a log: the password of
+/// `scheme://user:password@host…` and the value of a `password=` query
+/// parameter are `***`; the rest is kept, so that the reader still sees
+/// which store was meant.
+///
+/// ```
+/// use mcp_task_layer::store::redacted;
+/// assert_eq!(
+///     redacted("postgres://app:s3cret@db:5432/tasks?sslmode=require"),
+///     "postgres://app:***@db:5432/tasks?sslmode=require"
+/// );
+/// assert_eq!(redacted("redis://:s3cret@cache/0"), "redis://:***@cache/0");
+/// assert_eq!(redacted("sqlite:tasks.db"), "sqlite:tasks.db");
+/// ```
+pub fn redacted(url: &str) -> String {
+    let mut out = String::with_capacity(url.len());
+    let rest = match url.find("://") {
+        Some(at) => {
+            let (scheme, after) = url.split_at(at + 3);
+            out.push_str(scheme);
+            let end = after.find(['/', '?', '#']).unwrap_or(after.len());
+            let (authority, rest) = after.split_at(end);
+            match authority.rsplit_once('@') {
+                Some((userinfo, host)) => {
+                    match userinfo.split_once(':') {
+                        Some((user, _)) => {
+                            out.push_str(user);
+                            out.push_str(":***");
+                        }
+                        None => out.push_str(userinfo),
+                    }
+                    out.push('@');
+                    out.push_str(host);
+                }
+                None => out.push_str(authority),
+            }
+            rest
+        }
+        None => url,
+    };
+    let Some((path, query)) = rest.split_once('?') else {
+        out.push_str(rest);
+        return out;
+    };
+    out.push_str(path);
+    out.push('?');
+    for (i, pair) in query.split('&').enumerate() {
+        if i > 0 {
+            out.push('&');
+        }
+        match pair.split_once('=') {
+            Some((key, _)) if key.eq_ignore_ascii_case("password") => {
+                out.push_str(key);
+                out.push_str("=***");
+            }
+            _ => out.push_str(pair),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redacted;
+
+    #[test]
+    fn passwords_are_hidden_and_the_rest_is_kept() {
+        for (url, shown) in [
+            ("memory", "memory"),
+            ("sqlite:/tmp/a:b@c.db", "sqlite:/tmp/a:b@c.db"),
+            ("postgres://u@h/db", "postgres://u@h/db"),
+            ("postgres://u:p@ss@h:1/db", "postgres://u:***@h:1/db"),
+            (
+                "postgresql://h/db?user=u&Password=p&sslmode=disable",
+                "postgresql://h/db?user=u&Password=***&sslmode=disable",
+            ),
+            (
+                "rediss://default:p@h:6380/2?prefix=x",
+                "rediss://default:***@h:6380/2?prefix=x",
+            ),
+            ("redis://h?password=p", "redis://h?password=***"),
+        ] {
+            assert_eq!(redacted(url), shown, "{url}");
+        }
+    }
 }

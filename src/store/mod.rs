@@ -95,7 +95,7 @@ mod view;
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub use self::redis::{InvalidPrefix, RedisOptions, RedisStore, DEFAULT_PREFIX};
 pub use claim::{ClaimQuery, Pick, QueuedClaim};
-pub use connect::connect;
+pub use connect::{connect, redacted};
 pub use ended::{EndedCounts, EndedQuery, MAX_SPANS};
 pub use history::{StatusChange, MAX_HISTORY};
 pub use listing::ListQuery;
