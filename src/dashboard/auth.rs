@@ -117,9 +117,9 @@ pub(crate) struct Mount(pub(crate) String);
 /// The caller's role, and its session's CSRF token and cookie: from
 /// `Authorization: Bearer` (no session: such a caller is no browser with
 /// ambient credentials), else from the session cookie. `Err` for a bearer
-/// token that is wrong. An
-/// `Authorization` of another scheme (the HTTP Basic of a proxy in front,
-/// which passes it on) is not the dashboard's: the cookie decides.
+/// token that is wrong. An `Authorization` of another scheme (the HTTP
+/// Basic of a proxy in front, which passes it on) is not the dashboard's:
+/// the cookie decides.
 fn caller(shared: &Shared, headers: &HeaderMap) -> Result<Option<Caller>, &'static str> {
     if let Some(token) = headers.get(AUTHORIZATION).and_then(bearer_token) {
         return shared
