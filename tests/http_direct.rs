@@ -136,3 +136,55 @@ async fn serve_answers_every_request_as_the_router_does() {
         );
     }
 }
+
+/// An answer's headers are its own, none of its request's (the endpoint
+/// writes them into the request's emptied header map, which hyper then
+/// parses the connection's next request into): on every request of a
+/// kept-alive connection, an answer without a peer and one with (`Accept`
+/// lists `text/event-stream`), through the router and through `serve`.
+#[tokio::test]
+async fn answers_carry_none_of_their_requests_headers() {
+    let json = "content-type: application/json\r\nx-echo: 1\r\nmcp-name: t\r\n";
+    let sse = "accept: application/json, text/event-stream\r\n";
+    let ping = r#"{"jsonrpc":"2.0","id":7,"method":"ping"}"#;
+    let kept = |headers: &str| {
+        format!(
+            "POST /mcp HTTP/1.1\r\nhost: x\r\n{headers}content-length: {}\r\n\r\n{ping}",
+            ping.len()
+        )
+    };
+    let requests = [
+        kept(json),
+        kept(&format!("{json}{sse}")),
+        kept(json),
+        post("/mcp", &format!("{json}{sse}"), ping),
+    ];
+    for addr in [through_router().await, through_serve().await] {
+        let mut stream = TcpStream::connect(addr).await.unwrap();
+        for request in &requests {
+            stream.write_all(request.as_bytes()).await.unwrap();
+        }
+        let mut bytes = Vec::new();
+        stream.read_to_end(&mut bytes).await.unwrap();
+        let text = String::from_utf8(bytes).unwrap();
+        let answers: Vec<&str> = text.split("HTTP/1.1 ").skip(1).collect();
+        assert_eq!(answers.len(), requests.len(), "{text}");
+        for answer in answers {
+            let (head, body) = answer.split_once("\r\n\r\n").expect("a head");
+            assert!(head.starts_with("200 OK"), "{head}");
+            assert_eq!(
+                body,
+                r#"{"jsonrpc":"2.0","id":7,"result":{"method":"ping"}}"#
+            );
+            for line in head.lines().skip(1) {
+                let name = line.split(':').next().unwrap().to_lowercase();
+                assert!(
+                    ["content-type", "content-length", "date", "connection"]
+                        .contains(&name.as_str()),
+                    "{head}"
+                );
+            }
+            assert!(head.contains("content-type: application/json"), "{head}");
+        }
+    }
+}

@@ -8,7 +8,7 @@ use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
 use axum::http::request::Parts;
-use axum::http::{Extensions, StatusCode};
+use axum::http::{Extensions, HeaderMap, StatusCode};
 use axum::response::IntoResponse;
 use axum::BoxError;
 use pin_project_lite::pin_project;
@@ -114,6 +114,9 @@ struct Admitted {
     request: JsonRpcRequest,
     /// Its `Accept` lists `text/event-stream`.
     accepts_event_stream: bool,
+    /// The request's header map, emptied: the JSON answer's headers are
+    /// written into it (see [`respond_owned`]).
+    reply_headers: HeaderMap,
 }
 
 /// Read and check one request: the answer if it is refused (or was a
@@ -122,7 +125,7 @@ struct Admitted {
 #[allow(clippy::manual_async_fn)]
 fn admit_request<S, B: ReqBody>(
     state: Arc<EndpointState<S>>,
-    parts: Parts,
+    mut parts: Parts,
     body: B,
 ) -> impl Future<Output = Result<Admitted, Response>> + Send
 where
@@ -145,19 +148,24 @@ where
                 return Err(refuse_identity(refusal));
             }
         }
-        let mut read = std::pin::pin!(read_body(&parts, declared, body, state.body_limit));
-        // Most bodies have arrived with their head: read at once, and a timer
-        // is started (the deadline counted from here) only if one has not.
-        let read = match std::future::poll_fn(|cx| Poll::Ready(read.as_mut().poll(cx))).await {
-            Poll::Ready(read) => read,
-            // Boxed: the timer is rare, and would make every request's future larger.
-            Poll::Pending => match Box::pin(tokio::time::timeout(state.body_timeout, read)).await {
-                Ok(read) => read,
-                Err(_) => {
-                    debug!("a request body did not arrive in time: 408");
-                    return Err(body_timed_out(state.body_timeout));
+        // In a block: the body's future borrows the head, which is emptied below.
+        let read = {
+            let mut read = std::pin::pin!(read_body(&parts, declared, body, state.body_limit));
+            // Most bodies have arrived with their head: read at once, and a timer
+            // is started (the deadline counted from here) only if one has not.
+            match std::future::poll_fn(|cx| Poll::Ready(read.as_mut().poll(cx))).await {
+                Poll::Ready(read) => read,
+                // Boxed: the timer is rare, and would make every request's future larger.
+                Poll::Pending => {
+                    match Box::pin(tokio::time::timeout(state.body_timeout, read)).await {
+                        Ok(read) => read,
+                        Err(_) => {
+                            debug!("a request body did not arrive in time: 408");
+                            return Err(body_timed_out(state.body_timeout));
+                        }
+                    }
                 }
-            },
+            }
         };
         let bytes = match read {
             Ok(bytes) => bytes,
@@ -195,9 +203,19 @@ where
             });
         }
         request.extensions.extend(identity);
+        let accepts_event_stream = headers.accepts_event_stream;
+        // Emptied, the map keeps its room: the answer's headers go in it, and
+        // hyper, once it has written them, parses the connection's next
+        // request head into it (hyper keeps the map of the answer it wrote
+        // for that). A new map for the answer instead cost two allocations
+        // here and two more in hyper, growing it to the next request's
+        // headers, on every request.
+        let mut reply_headers = std::mem::take(&mut parts.headers);
+        reply_headers.clear();
         Ok(Admitted {
             request,
-            accepts_event_stream: headers.accepts_event_stream,
+            accepts_event_stream,
+            reply_headers,
         })
     }
 }
@@ -218,6 +236,7 @@ where
         let Admitted {
             mut request,
             accepts_event_stream,
+            reply_headers,
         } = admitted;
         let modern = request.protocol_version().is_some();
         let Some(id) = request.id.clone() else {
@@ -244,7 +263,7 @@ where
                 Err(e) => Err(e),
             };
             let (status, response) = outcome_response(id, outcome, modern);
-            return respond_owned(status, response);
+            return respond_owned(status, response, reply_headers);
         }
         let peer = Arc::new(StreamPeer::new(Arc::clone(&state.pending)));
         let shared: Arc<StreamPeer> = Arc::clone(&peer);
@@ -252,6 +271,6 @@ where
         // Boxed before the peer's future takes it: that future is part of
         // every request's.
         let call = Box::pin(state.service.clone().oneshot(request));
-        serve_with_peer(call, peer, id, modern).await
+        serve_with_peer(call, peer, id, modern, reply_headers).await
     }
 }

@@ -1,7 +1,7 @@
 //! The JSON answers the endpoint writes, and the HTTP status of each.
 
 use axum::http::header::{CONNECTION, CONTENT_TYPE, WWW_AUTHENTICATE};
-use axum::http::{HeaderValue, StatusCode};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::BoxError;
 use serde_json::json;
 use tracing::warn;
@@ -53,11 +53,19 @@ fn status_of(response: &JsonRpcResponse, modern: bool) -> StatusCode {
 }
 
 fn json_response(status: StatusCode, body: Vec<u8>) -> Response {
+    json_response_in(status, body, HeaderMap::new())
+}
+
+/// A JSON answer whose headers are written into `headers`, which must be
+/// empty.
+fn json_response_in(status: StatusCode, body: Vec<u8>, headers: HeaderMap) -> Response {
+    debug_assert!(headers.is_empty(), "an answer starts with no headers");
     // Built by hand: the same response as `(status, [header], body)
     // .into_response()`, without the extra header map, and its body not
     // boxed (see `Answer`).
     let mut response = Response::new(Answer::Whole(Some(body)));
     *response.status_mut() = status;
+    *response.headers_mut() = headers;
     response
         .headers_mut()
         .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
@@ -65,10 +73,15 @@ fn json_response(status: StatusCode, body: Vec<u8>) -> Response {
 }
 
 /// [`respond`] by value: the service's answer, its buffer kept as the
-/// body when it was written in place (`JsonRpcResponse::into_vec`).
-pub(super) fn respond_owned(status: StatusCode, response: JsonRpcResponse) -> Response {
+/// body when it was written in place (`JsonRpcResponse::into_vec`), its
+/// headers written into `headers` (empty; an emptied map keeps its room).
+pub(super) fn respond_owned(
+    status: StatusCode,
+    response: JsonRpcResponse,
+    headers: HeaderMap,
+) -> Response {
     let refusal = response.identity_refusal();
-    let mut http = json_response(status, response.into_vec());
+    let mut http = json_response_in(status, response.into_vec(), headers);
     if let Some(refusal) = refusal {
         challenge(&mut http, refusal);
     }

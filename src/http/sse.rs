@@ -9,7 +9,7 @@ use std::task::{Context, Poll};
 
 use axum::body::{Body, Bytes, HttpBody};
 use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE};
-use axum::http::{HeaderValue, StatusCode};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::IntoResponse;
 use axum::BoxError;
 use http_body::Frame;
@@ -19,16 +19,18 @@ use tracing::warn;
 
 use super::answer::{other, Response};
 use super::peer::StreamPeer;
-use super::response::{outcome_response, respond, service_failed};
+use super::response::{outcome_response, respond_owned, service_failed};
 use crate::jsonrpc::{JsonRpcResponse, RequestId};
 
 /// Run `call` with `peer`: plain JSON if the call ends before the peer
-/// sends anything, an SSE stream otherwise.
+/// sends anything (its headers written into `headers`, empty), an SSE
+/// stream otherwise.
 pub(super) async fn serve_with_peer<F, E>(
     mut call: Pin<Box<F>>,
     peer: Arc<StreamPeer>,
     id: RequestId,
     modern: bool,
+    headers: HeaderMap,
 ) -> Response
 where
     F: Future<Output = Result<JsonRpcResponse, E>> + Send + 'static,
@@ -42,7 +44,7 @@ where
     // (what the peer queued meanwhile still goes first, see `answer`).
     tokio::select! {
         biased;
-        outcome = &mut call => return answer::<F, E>(peer, None, outcome, id, modern),
+        outcome = &mut call => return answer::<F, E>(peer, None, outcome, id, modern, headers),
         () = peer.0.opened() => {}
     }
     let mut messages = peer.0.messages();
@@ -50,14 +52,14 @@ where
         Some(queue) => tokio::select! {
             biased;
             message = queue.recv() => message,
-            outcome = &mut call => return answer::<F, E>(peer, messages, outcome, id, modern),
+            outcome = &mut call => return answer::<F, E>(peer, messages, outcome, id, modern, headers),
         },
         None => None,
     };
     let Some(first) = first else {
         // Every sender is gone: only the call is left.
         let outcome = call.await;
-        return answer::<F, E>(peer, messages, outcome, id, modern);
+        return answer::<F, E>(peer, messages, outcome, id, modern, headers);
     };
     event_stream(EventStream {
         queued: VecDeque::from([first]),
@@ -69,15 +71,17 @@ where
     })
 }
 
-/// The response once the call has answered: plain JSON, or, when the peer
-/// queued messages before the answer (in `taken`, or still in the peer),
-/// those first and the answer last on an event stream.
+/// The response once the call has answered: plain JSON (its headers
+/// written into `headers`), or, when the peer queued messages before the
+/// answer (in `taken`, or still in the peer), those first and the answer
+/// last on an event stream.
 fn answer<F, E>(
     peer: EndsPeer,
     taken: Option<mpsc::Receiver<Value>>,
     outcome: Result<JsonRpcResponse, E>,
     id: RequestId,
     modern: bool,
+    headers: HeaderMap,
 ) -> Response
 where
     F: Future<Output = Result<JsonRpcResponse, E>> + Send + 'static,
@@ -94,7 +98,7 @@ where
     }
     let (status, response) = outcome_response(id.clone(), outcome, modern);
     if queued.is_empty() {
-        return respond(status, &response);
+        return respond_owned(status, response, headers);
     }
     event_stream(EventStream::<F> {
         queued,
