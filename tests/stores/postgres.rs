@@ -247,3 +247,68 @@ async fn postgres_claims_skip_rows_another_claim_holds() {
     assert_eq!(ids, ["oldest"], "free again, the row is claimed");
     tables.drop_all().await;
 }
+
+/// Compare-and-sets made at the same time go out as one group (one
+/// statement for all of them when they are of distinct rows, issue 33):
+/// each caller still hears its own outcome, the won ones are written
+/// whole, and a lost one changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_writes_made_together_each_get_their_own_outcome() {
+    let Some(url) = url() else { return };
+    let tables = Tables::new(&url, "together");
+    let store = tables.store(&tables.next()).await;
+    for i in 0..40 {
+        store
+            .create(record(&format!("r{i:02}"), None, T0, None))
+            .await
+            .unwrap();
+    }
+    // Rows 0..30 expect the version they have (won), 30..40 a later one
+    // (lost: changed), and ten ids have no row (lost: not found).
+    let mut writes = tokio::task::JoinSet::new();
+    for i in 0..50 {
+        let store = store.clone();
+        writes.spawn(async move {
+            let id = if i < 40 {
+                format!("r{i:02}")
+            } else {
+                format!("gone{i}")
+            };
+            let mut next = record(&id, None, T0, None).next_version(T0 + 1);
+            next.status_message = Some(format!("written by {i}"));
+            let expected = if (30..40).contains(&i) { 7 } else { 1 };
+            (i, store.replace(next, expected).await)
+        });
+    }
+    while let Some(joined) = writes.join_next().await {
+        let (i, outcome) = joined.unwrap();
+        match i {
+            0..30 => assert!(outcome.is_ok(), "write {i}: {outcome:?}"),
+            30..40 => assert!(
+                matches!(outcome, Err(Error::Conflict)),
+                "write {i}: {outcome:?}"
+            ),
+            _ => assert!(
+                matches!(outcome, Err(Error::NotFound)),
+                "write {i}: {outcome:?}"
+            ),
+        }
+    }
+    for i in 0..40 {
+        let r = store.get(&format!("r{i:02}"), T0).await.unwrap().unwrap();
+        if i < 30 {
+            assert_eq!(r.version, 2, "row {i}");
+            assert_eq!(
+                r.status_message.as_deref(),
+                Some(&*format!("written by {i}"))
+            );
+        } else {
+            assert_eq!(
+                (r.version, r.status_message.as_deref()),
+                (1, None),
+                "row {i}"
+            );
+        }
+    }
+    tables.drop_all().await;
+}

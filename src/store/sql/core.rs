@@ -64,6 +64,7 @@ where
                 insert: Arc::clone(&sql.insert),
                 replace: Arc::clone(&sql.replace),
                 exists: Arc::clone(&sql.exists),
+                replace_many: sql.claim_update.clone(),
             };
             Arc::new(Group::new(writes.clone(), sql))
         });
@@ -246,6 +247,7 @@ where
                     .iter()
                     .map(|(next, _)| Columns::of(TaskRecord::clone(next)))
                     .collect::<Result<Vec<_>>>()?;
+                let rows: Vec<&Columns> = rows.iter().collect();
                 let expected: Vec<i64> = picked.iter().map(|(_, v)| *v).collect();
                 let written = DB::bind_claims(sqlx::query(sql(update)), &rows, &expected)
                     .fetch_all(&mut *tx)

@@ -12,7 +12,8 @@ pub(crate) struct Dialect {
     pub(crate) migrations_table: &'static str,
     /// How a transaction that writes (a migration, a group) starts.
     pub(crate) begin_write: &'static str,
-    /// How a claim's transaction starts.
+    /// How a claim's transaction starts, and a group's that writes its
+    /// compare-and-sets as one `claim_update` (`group.rs`).
     pub(crate) begin_claim: &'static str,
     /// How an operator's page starts when the engine can bound its time:
     /// `{ms}` is the bound. A page that runs past it is read again as a
@@ -73,7 +74,7 @@ pub(crate) trait Engine: Database {
     /// where that is `Some`.
     fn bind_claims<'q>(
         query: sqlx::query::Query<'q, Self, Self::Arguments>,
-        rows: &'q [super::row::Columns],
+        rows: &'q [&'q super::row::Columns],
         expected: &'q [i64],
     ) -> sqlx::query::Query<'q, Self, Self::Arguments> {
         let _ = (rows, expected);

@@ -266,13 +266,15 @@ impl Engine for Postgres {
 
     fn bind_claims<'q>(
         query: sqlx::query::Query<'q, Postgres, PgArguments>,
-        rows: &'q [Columns],
+        rows: &'q [&'q Columns],
         expected: &'q [i64],
     ) -> sqlx::query::Query<'q, Postgres, PgArguments> {
-        let text = |f: fn(&Columns) -> &str| rows.iter().map(f).collect::<Vec<_>>();
-        let opt_text = |f: fn(&Columns) -> Option<&str>| rows.iter().map(f).collect::<Vec<_>>();
-        let int = |f: fn(&Columns) -> i64| rows.iter().map(f).collect::<Vec<_>>();
-        let opt_int = |f: fn(&Columns) -> Option<i64>| rows.iter().map(f).collect::<Vec<_>>();
+        let text = |f: fn(&'q Columns) -> &'q str| rows.iter().map(|c| f(c)).collect::<Vec<_>>();
+        let opt_text =
+            |f: fn(&'q Columns) -> Option<&'q str>| rows.iter().map(|c| f(c)).collect::<Vec<_>>();
+        let int = |f: fn(&Columns) -> i64| rows.iter().map(|c| f(c)).collect::<Vec<_>>();
+        let opt_int =
+            |f: fn(&Columns) -> Option<i64>| rows.iter().map(|c| f(c)).collect::<Vec<_>>();
         query
             .bind(text(|c| &c.id))
             .bind(opt_text(|c| c.owner.as_deref()))
