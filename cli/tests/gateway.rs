@@ -92,6 +92,17 @@ fn post(addr: &str, token: &str, method: &str, name: Option<&str>, mut params: V
     serde_json::from_str(&json_text).unwrap()
 }
 
+/// `tasks/get` of `task` as `token`'s caller: the JSON-RPC response.
+fn get_task(addr: &str, token: &str, task: &str) -> Value {
+    post(
+        addr,
+        token,
+        "tasks/get",
+        Some(task),
+        json!({ "taskId": task }),
+    )
+}
+
 fn result(resp: &Value) -> &Value {
     assert!(resp.get("error").is_none(), "{resp}");
     &resp["result"]
@@ -126,24 +137,12 @@ fn over_http_a_long_tool_is_a_task_bound_to_its_caller() {
     let task = created["taskId"].as_str().unwrap().to_owned();
 
     // Another bearer cannot see alice's task (R51).
-    let other = post(
-        &addr,
-        "mallory",
-        "tasks/get",
-        Some(&task),
-        json!({ "taskId": task }),
-    );
+    let other = get_task(&addr, "mallory", &task);
     assert_eq!(other["error"]["code"], -32602, "{other}");
 
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let got = post(
-            &addr,
-            "alice",
-            "tasks/get",
-            Some(&task),
-            json!({ "taskId": task }),
-        );
+        let got = get_task(&addr, "alice", &task);
         let got = result(&got);
         if got["status"] == "completed" {
             assert_eq!(got["result"]["content"][0]["text"], "done after 2 steps");
@@ -217,42 +216,34 @@ fn over_stdio_both_eras_are_served() {
     }
 }
 
+/// `mcp-tasks ARGS` run to its end: its exit code and its stderr.
+fn run(args: &[&str]) -> (Option<i32>, String) {
+    let out = Command::new(BIN).args(args).output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 #[test]
 fn a_bad_command_line_or_store_is_one_line_and_a_non_zero_exit() {
-    let out = Command::new(BIN)
-        .args(["gateway", "--listen", "127.0.0.1:0"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2), "no upstream command");
-    let out = Command::new(BIN)
-        .args(["gateway", "--stdio", "--policy", "x=later", "--", "true"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("sync, task or auto:MS"));
-    let out = Command::new(BIN)
-        .args(["gateway", "--stdio", "--store", "nosuch://x", "--", "true"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let (code, _) = run(&["gateway", "--listen", "127.0.0.1:0"]);
+    assert_eq!(code, Some(2), "no upstream command");
+    let (code, err) = run(&["gateway", "--stdio", "--policy", "x=later", "--", "true"]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("sync, task or auto:MS"), "{err}");
+    let (code, err) = run(&["gateway", "--stdio", "--store", "nosuch://x", "--", "true"]);
+    assert_eq!(code, Some(1));
     assert_eq!(err.trim().lines().count(), 1, "{err}");
     assert!(
         err.starts_with("mcp-tasks: cannot open the task store"),
         "{err}"
     );
-    let out = Command::new(BIN)
-        .args(["gateway", "--stdio", "--parked-calls", "0", "--", "true"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("a whole number of at least 1"));
-    let out = Command::new(BIN)
-        .args(["gateway", "--stdio", "--park-ttl", "0", "--", "true"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let (code, err) = run(&["gateway", "--stdio", "--parked-calls", "0", "--", "true"]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("a whole number of at least 1"), "{err}");
+    let (code, err) = run(&["gateway", "--stdio", "--park-ttl", "0", "--", "true"]);
+    assert_eq!(code, Some(1));
     assert_eq!(
         err.trim(),
         "mcp-tasks: --park-ttl 0: a positive number of seconds"
@@ -305,13 +296,7 @@ fn the_parked_call_flags_bound_each_client_and_the_wait() {
     loop {
         let next = ask("alice", "a3.txt");
         let got = loop {
-            let got = post(
-                &addr,
-                "alice",
-                "tasks/get",
-                Some(&next),
-                json!({ "taskId": next }),
-            );
+            let got = get_task(&addr, "alice", &next);
             let got = result(&got).clone();
             if got["status"] != "working" {
                 break got;
@@ -396,13 +381,7 @@ fn wait_status(addr: &str, task: &str, status: &str) -> Value {
 fn wait_status_of(addr: &str, token: &str, task: &str, status: &str) -> Value {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let got = post(
-            addr,
-            token,
-            "tasks/get",
-            Some(task),
-            json!({ "taskId": task }),
-        );
+        let got = get_task(addr, token, task);
         let got = result(&got).clone();
         if got["status"] == status {
             return got;
