@@ -134,12 +134,7 @@ pub(crate) async fn run(args: Args) -> Result<(), String> {
     }
     let store = mcp_task_layer::store::connect(&args.store)
         .await
-        .map_err(|e| {
-            format!(
-                "cannot open the task store {:?}: {e}",
-                mcp_task_layer::store::redacted(&args.store)
-            )
-        })?;
+        .map_err(|e| crate::operator::cannot_open(&args.store, e))?;
     let store = match &args.seal_key_file {
         Some(path) => sealed(store, path)?,
         None => store,

@@ -102,6 +102,15 @@ fn parse_status(text: &str) -> Result<TaskStatus, String> {
     })
 }
 
+/// The one line saying the store at `url` did not open, and `why`; the
+/// URL shown without its password.
+pub(crate) fn cannot_open(url: &str, why: impl std::fmt::Display) -> String {
+    format!(
+        "cannot open the task store {:?}: {why}",
+        mcp_task_layer::store::redacted(url)
+    )
+}
+
 /// The file of a `sqlite:PATH` or `sqlite://PATH` store URL (its query
 /// left out); `None` for another store or an in-memory database.
 fn sqlite_file(url: &str) -> Option<&str> {
@@ -143,27 +152,21 @@ const OPEN_TIMEOUT: Duration = Duration::from_secs(10);
 pub(crate) async fn open(args: &Store) -> Result<Operator, String> {
     if let Some(path) = sqlite_file(&args.store) {
         if !std::path::Path::new(path).exists() {
-            return Err(format!(
-                "cannot open the task store {:?}: no such file (the operator commands do not create one)",
-                args.store
+            return Err(cannot_open(
+                &args.store,
+                "no such file (the operator commands do not create one)",
             ));
         }
     }
     let opened = tokio::time::timeout(OPEN_TIMEOUT, mcp_task_layer::store::connect(&args.store))
         .await
         .map_err(|_| {
-            format!(
-                "cannot open the task store {:?}: no answer within {} s",
-                mcp_task_layer::store::redacted(&args.store),
-                OPEN_TIMEOUT.as_secs()
+            cannot_open(
+                &args.store,
+                format_args!("no answer within {} s", OPEN_TIMEOUT.as_secs()),
             )
         })?;
-    let store = opened.map_err(|e| {
-        format!(
-            "cannot open the task store {:?}: {e}",
-            mcp_task_layer::store::redacted(&args.store)
-        )
-    })?;
+    let store = opened.map_err(|e| cannot_open(&args.store, e))?;
     let store = match &args.seal_key_file {
         Some(path) => sealed(store, path)?,
         None => store,

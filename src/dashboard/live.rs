@@ -168,7 +168,7 @@ impl Live {
         self.ctx
             .session
             .as_deref()
-            .is_none_or(|value| self.shared.sessions.get(value).is_some())
+            .is_none_or(|value| self.shared.sessions.is_live(value))
     }
 
     async fn wait(&mut self) -> Wake {

@@ -95,6 +95,12 @@ impl Sessions {
         self.get_at(value, now_secs())
     }
 
+    /// Whether a cookie's value names a live session ([`get`](Self::get)
+    /// without making its CSRF token).
+    pub(crate) fn is_live(&self, value: &str) -> bool {
+        self.live(value, now_secs()).is_some()
+    }
+
     fn get_at(&self, value: &str, now: u64) -> Option<Session> {
         let live = self.live(value, now)?;
         let mut csrf = String::with_capacity(64);
