@@ -58,6 +58,11 @@ pub(crate) struct Args {
     /// keeps its process.
     #[arg(long, value_name = "N", default_value_t = 16)]
     upstream_processes: usize,
+    /// Over stdio, the most upstream processes starting at once (default:
+    /// the host's CPUs); a call waits for the first process free rather
+    /// than start one more while that many start.
+    #[arg(long, value_name = "N", value_parser = at_least_one)]
+    upstream_starts: Option<usize>,
     /// The most calls waiting at once for their clients' answers to the
     /// upstream's questions; a call past it fails and is cancelled upstream.
     #[arg(long, value_name = "N", default_value_t = 10_000, value_parser = at_least_one)]
@@ -126,6 +131,9 @@ pub(crate) async fn run(args: Args) -> Result<(), String> {
         .with_upstream_processes(args.upstream_processes)
         .with_parked_calls(seconds("--park-ttl", args.park_ttl)?, args.parked_calls)
         .with_parked_calls_per_owner(args.parked_calls_per_owner);
+    if let Some(n) = args.upstream_starts {
+        cfg = cfg.with_upstream_starts(n);
+    }
     for (tool, policy) in &args.policies {
         cfg = cfg.with_tool_policy(tool.clone(), *policy);
     }

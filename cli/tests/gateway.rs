@@ -242,6 +242,9 @@ fn a_bad_command_line_or_store_is_one_line_and_a_non_zero_exit() {
     let (code, err) = run(&["gateway", "--stdio", "--parked-calls", "0", "--", "true"]);
     assert_eq!(code, Some(2));
     assert!(err.contains("a whole number of at least 1"), "{err}");
+    let (code, err) = run(&["gateway", "--stdio", "--upstream-starts", "0", "--", "true"]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("a whole number of at least 1"), "{err}");
     let (code, err) = run(&["gateway", "--stdio", "--park-ttl", "0", "--", "true"]);
     assert_eq!(code, Some(1));
     assert_eq!(

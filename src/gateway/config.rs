@@ -5,7 +5,7 @@ use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use crate::config::TaskPolicy;
-use crate::upstream::Keepalive;
+use crate::upstream::{Keepalive, Processes};
 
 /// How the gateway treats the upstream's tools, and how long it waits.
 #[derive(Clone, Debug)]
@@ -16,7 +16,7 @@ pub struct ProxyConfig {
     pub(super) connect_wait: Duration,
     pub(super) park: ParkLimits,
     pub(super) keepalive: Keepalive,
-    pub(super) processes: usize,
+    pub(super) processes: Processes,
 }
 
 impl Default for ProxyConfig {
@@ -37,7 +37,10 @@ impl Default for ProxyConfig {
                 every: Duration::from_secs(15),
                 wait: Duration::from_secs(10),
             },
-            processes: 16,
+            processes: Processes {
+                most: 16,
+                starting: std::thread::available_parallelism().map_or(1, std::num::NonZero::get),
+            },
         }
     }
 }
@@ -104,7 +107,18 @@ impl ProxyConfig {
     /// `n` at once (default 16), started as calls need them and kept. A
     /// call waiting for answers keeps its process.
     pub fn with_upstream_processes(mut self, n: usize) -> Self {
-        self.processes = n.max(1);
+        self.processes.most = n.max(1);
+        self
+    }
+
+    /// How many of those start at once (default: the host's CPUs). A
+    /// process takes its own CPU time to start (an interpreter loads its
+    /// modules): a burst of calls that started every process at once would
+    /// bring none up within the connect wait on a small host. A call
+    /// waits for the first process free instead; restarts wait their turn
+    /// too.
+    pub fn with_upstream_starts(mut self, n: usize) -> Self {
+        self.processes.starting = n.max(1);
         self
     }
 

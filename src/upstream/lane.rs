@@ -41,6 +41,9 @@ pub(crate) trait Connector: Send + Sync + 'static {
     ) -> BoxFuture<'_, Result<(Arc<Link>, ServerInfo), String>>;
     /// The upstream on `link` said its tools changed.
     fn refresh<'a>(&'a self, link: &'a Link) -> BoxFuture<'a, ()>;
+    /// A lane's connection came up or went down: calls waiting for a lane
+    /// look again.
+    fn settled(&self);
 }
 
 #[derive(Clone)]
@@ -132,8 +135,16 @@ impl Lane {
 
     /// The live connection, if there is one now.
     pub(crate) fn link(&self) -> Option<Arc<Link>> {
+        self.live().map(|(link, _)| link)
+    }
+
+    /// The live connection and what the upstream said of itself, if there
+    /// is one now.
+    pub(crate) fn live(&self) -> Option<(Arc<Link>, Arc<ServerInfo>)> {
         match &*self.state.borrow() {
-            State::Up(link, _) if !link.is_closed() => Some(Arc::clone(link)),
+            State::Up(link, info) if !link.is_closed() => {
+                Some((Arc::clone(link), Arc::clone(info)))
+            }
             _ => None,
         }
     }
@@ -193,13 +204,13 @@ async fn supervise(
             c = up.connect(serial, Weak::clone(&lane)) => c,
             () = stop.cancelled() => return,
         };
-        drop(up);
         let why = match connected {
             Ok((link, info)) => {
                 tracing::info!(serial, version = %info.protocol_version, "upstream connected");
                 me.state
                     .send_replace(State::Up(Arc::clone(&link), Arc::new(info)));
-                drop(me);
+                up.settled();
+                drop((up, me));
                 if !watch_link(&connector, &lane, &link, &stop, keepalive).await {
                     return;
                 }
@@ -207,13 +218,16 @@ async fn supervise(
             }
             Err(why) => {
                 tracing::warn!(serial, "{why}");
-                drop(me);
+                drop((up, me));
                 why
             }
         };
         let Some(me) = lane.upgrade() else { return };
         me.state.send_replace(State::Down(why));
         drop(me);
+        if let Some(up) = connector.upgrade() {
+            up.settled();
+        }
         if started.elapsed() >= STABLE {
             backoff = MIN_BACKOFF;
         }

@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock, Weak};
 use std::time::Duration;
 
 use serde_json::Value;
-use tokio::sync::Notify;
+use tokio::sync::{Notify, Semaphore};
 
 mod child;
 mod http;
@@ -99,6 +99,12 @@ pub(crate) struct Upstream {
     /// but tool calls); the rest are started for tool calls over stdio.
     lanes: Mutex<Vec<Arc<Lane>>>,
     max_lanes: usize,
+    /// How many lanes may be without a live connection at once before
+    /// another is started for a call, and how many processes start at
+    /// once: starting one costs the host more than most calls do, and a
+    /// burst of them all at once brings none up in time.
+    max_starting: usize,
+    starts: Semaphore,
     /// A lane was let go by its call.
     released: Notify,
     serials: Arc<AtomicU64>,
@@ -273,23 +279,35 @@ impl Drop for Held {
     }
 }
 
+/// How many upstream processes the gateway runs over stdio.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Processes {
+    /// The most at once.
+    pub(crate) most: usize,
+    /// The most starting at once.
+    pub(crate) starting: usize,
+}
+
 impl Upstream {
     /// Connect to `target` in the background (and again whenever a
     /// connection ends), handing what the upstream sends to `sink`; over
-    /// stdio at most `max_lanes` processes at once.
+    /// stdio within `processes`.
     pub(crate) fn start(
         target: UpstreamTarget,
         keepalive: Keepalive,
-        max_lanes: usize,
+        processes: Processes,
         sink: Arc<dyn InboundSink>,
     ) -> Arc<Self> {
+        let starting = processes.starting.max(1);
         let up = Arc::new_cyclic(|me| Upstream {
             target,
             keepalive,
             sink,
             tools: RwLock::default(),
             lanes: Mutex::default(),
-            max_lanes: max_lanes.max(1),
+            max_lanes: processes.most.max(1),
+            max_starting: starting,
+            starts: Semaphore::new(starting),
             released: Notify::new(),
             serials: Arc::default(),
             me: Weak::clone(me),
@@ -313,14 +331,24 @@ impl Upstream {
         Lane::start(connector, Arc::clone(&self.serials), self.keepalive)
     }
 
-    /// The primary connection and what the upstream said of itself,
-    /// waiting up to `wait` for one; else the error saying why there is
-    /// none.
+    /// The primary connection and what the upstream said of itself, or
+    /// another live lane's while the primary starts again (a call on it
+    /// ended unanswered, its process died), waiting up to `wait` for one;
+    /// else the error saying why there is none.
     pub(crate) async fn session(
         &self,
         wait: Duration,
     ) -> Result<(Arc<Link>, Arc<ServerInfo>), JsonRpcError> {
-        let primary = Arc::clone(&self.lock_lanes()[0]);
+        let primary = {
+            let lanes = self.lock_lanes();
+            if let Some(live) = lanes[0].live() {
+                return Ok(live);
+            }
+            if let Some(live) = lanes[1..].iter().find_map(|l| l.live()) {
+                return Ok(live);
+            }
+            Arc::clone(&lanes[0])
+        };
         primary.session(tokio::time::Instant::now() + wait).await
     }
 
@@ -363,20 +391,18 @@ impl Upstream {
                 return Ok(held.lease(link));
             }
             if tokio::time::timeout_at(deadline, released).await.is_err() {
-                return Err(JsonRpcError::internal(format!(
-                    "all {} upstream processes are busy with running calls; the gateway's \
-                     --upstream-processes bounds them",
-                    self.max_lanes
-                )));
+                return Err(self.none_free());
             }
         }
     }
 
     /// A lane taken as a new call's: one without an active call, the
     /// fewest residents first (a live one before one still starting); a new
-    /// one only when every lane runs a call, up to the bound. Idle tasks
-    /// cost no process of their own: a resident resumes once its lane runs
-    /// nothing else.
+    /// one only when every lane runs a call, up to the bound, and while
+    /// fewer than `max_starting` lanes are without a live connection (a
+    /// call waits for the first lane free instead). Idle tasks cost no
+    /// process of their own: a resident resumes once its lane runs nothing
+    /// else.
     fn free_lane(&self) -> Option<Arc<Lane>> {
         let mut lanes = self.lock_lanes();
         let idle = lanes
@@ -393,13 +419,34 @@ impl Upstream {
             lane.usage().active = true;
             return Some(lane);
         }
-        if lanes.len() < self.max_lanes {
+        let starting = lanes.iter().filter(|l| !l.is_up()).count();
+        if lanes.len() < self.max_lanes && starting < self.max_starting {
             let lane = self.new_lane();
             lane.usage().active = true;
             lanes.push(Arc::clone(&lane));
             return Some(lane);
         }
         None
+    }
+
+    /// Why no lane was free for a call in its wait.
+    fn none_free(&self) -> JsonRpcError {
+        let lanes = self.lock_lanes();
+        let starting = lanes.iter().filter(|l| !l.is_up()).count();
+        JsonRpcError::internal(if lanes.len() < self.max_lanes {
+            format!(
+                "no upstream process was free in time: {} run calls and {starting} are \
+                 starting, at most {} at once",
+                lanes.len() - starting,
+                self.max_starting
+            )
+        } else {
+            format!(
+                "all {} upstream processes are busy with running calls; the gateway's \
+                 --upstream-processes bounds them",
+                self.max_lanes
+            )
+        })
     }
 
     /// The upstream's tools as last listed.
@@ -413,6 +460,13 @@ impl Upstream {
 
     /// A new connection, shaken hands with, its tools listed.
     async fn open(&self, serial: u64, lane: Weak<Lane>) -> Result<(Arc<Link>, ServerInfo), String> {
+        // Held until the handshake ends: at most `max_starting` processes
+        // start at once, restarts included.
+        let _start = self
+            .starts
+            .acquire()
+            .await
+            .map_err(|_| "the gateway stopped".to_owned())?;
         let tap: Arc<dyn InboundSink> = Arc::new(Tap {
             lane,
             sink: Arc::clone(&self.sink),
@@ -473,6 +527,10 @@ impl Connector for Upstream {
                 Err(e) => tracing::warn!("refreshing the upstream's tools failed: {}", e.message),
             }
         })
+    }
+
+    fn settled(&self) {
+        self.released.notify_waiters();
     }
 }
 

@@ -246,3 +246,134 @@ async fn the_process_bound_holds_and_a_waiting_call_does_not_hold_a_process() {
     }
     assert_eq!(text(&z.expect("greet z answered")), "Hello, z!");
 }
+
+/// The Python upstream behind `sh -c PREFIX; exec ...`.
+fn wrapped(up: UpstreamTarget, prefix: &str) -> UpstreamTarget {
+    let UpstreamTarget::Command { program, args } = up else {
+        unreachable!("the Python upstream is a command")
+    };
+    UpstreamTarget::Command {
+        program: "sh".into(),
+        args: vec![
+            "-c".into(),
+            format!("{prefix}; exec {program} {}", args.join(" ")),
+        ],
+    }
+}
+
+/// A burst of calls that each need a process of their own starts them one
+/// at a time (`with_upstream_starts(1)`), and every call is answered.
+/// Before, the burst started every process at once: on a small host
+/// (CI's two cores, the Python interpreter's start) none came up within the
+/// connect wait, and the calls, and new sessions, failed with "the
+/// upstream is unavailable".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_calls_starts_processes_one_at_a_time() {
+    let (dir, file) = events_file();
+    let Some(up) = python(&file) else { return };
+    let starts = dir.path().join("starts");
+    let up = wrapped(
+        up,
+        &format!(
+            "echo begin >> {0}; sleep 0.5; echo end >> {0}",
+            starts.display()
+        ),
+    );
+    let cfg = ProxyConfig::default()
+        .with_connect_wait(Duration::from_secs(30))
+        .with_upstream_processes(4)
+        .with_upstream_starts(1)
+        .with_tool_policy("slow_compute", TaskPolicy::Sync);
+    let gw = Gateway::with_config(up, cfg).await;
+    let calls: Vec<_> = (0..4)
+        .map(|i| {
+            let gw = gw.as_owner("alice");
+            tokio::spawn(async move {
+                gw.call(
+                    "slow_compute",
+                    json!({ "seconds": 6, "label": format!("burst {i}") }),
+                )
+                .await
+            })
+        })
+        .collect();
+    for call in calls {
+        let answer = call.await.unwrap();
+        assert!(text(&answer).contains("burst"), "{answer}");
+    }
+    let log = std::fs::read_to_string(&starts).unwrap();
+    let (mut starting, mut most, mut begun) = (0_i32, 0, 0);
+    for line in log.lines() {
+        if line == "begin" {
+            starting += 1;
+            begun += 1;
+        } else {
+            starting -= 1;
+        }
+        most = most.max(starting);
+    }
+    assert_eq!(begun, 4, "one process a call at once: {log}");
+    assert_eq!(most, 1, "processes started one at a time: {log}");
+}
+
+/// A new session is answered from another live process while the primary
+/// one starts again (a call on it ended unanswered) and takes its time.
+/// Before, `initialize` waited for the primary alone and failed after the
+/// connect wait although another process was up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_session_is_answered_while_the_primary_process_starts_again() {
+    let (dir, file) = events_file();
+    let Some(up) = python(&file) else { return };
+    let slow = dir.path().join("slow");
+    let up = wrapped(
+        up,
+        &format!("if [ -e {0} ]; then sleep 30; fi", slow.display()),
+    );
+    let cfg = ProxyConfig::default()
+        .with_connect_wait(Duration::from_secs(3))
+        .with_upstream_processes(2)
+        .with_tool_policy("slow_compute", TaskPolicy::Sync)
+        .with_tool_policy("pid", TaskPolicy::Sync);
+    let gw = Gateway::with_config(up, cfg).await;
+    let alice = gw.as_owner("alice");
+    let running = tokio::spawn(async move {
+        alice
+            .send(
+                "tools/call",
+                json!({ "name": "slow_compute", "arguments": { "seconds": 60, "label": "left" } }),
+            )
+            .await
+    });
+    event(&file, "started slow_compute").await;
+    // A second process, for this call while the first runs; bounded: the
+    // first call may meet it still starting (20 connect waits).
+    let mut second = None;
+    for _ in 0..20 {
+        let r = gw.send26(
+            "tools/call",
+            json!({ "name": "pid", "arguments": {} }),
+            false,
+        );
+        if let Some(result) = r.await.result_value() {
+            second = Some(text(result).to_owned());
+            break;
+        }
+    }
+    assert!(second.is_some(), "a second process answers");
+    // The primary's call goes unanswered: its process ends, and its next
+    // start takes 30 s.
+    std::fs::write(&slow, b"").unwrap();
+    running.abort();
+    assert!(running.await.is_err());
+    let init = json!({
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": { "name": "test", "version": "1" },
+    });
+    let r = gw.send("initialize", init).await;
+    assert_eq!(
+        common::ok(&r)["serverInfo"]["name"],
+        "mcp-task-layer-test-upstream",
+        "{r:?}"
+    );
+}
