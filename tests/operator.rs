@@ -226,3 +226,28 @@ async fn sealed_tasks_stay_sealed_without_the_keys() {
     eventually(|| cancelled_handlers(&client) == 1, "the handler stopped").await;
     client.wait_for(&id, TaskStatus::Cancelled).await;
 }
+
+/// An operator whose key ring cannot open a task's sealed fields (a key
+/// missing from its file) still cancels the task, and the handler stops.
+/// Before, its `SealedStore` read the task as `failed` (its fail-closed
+/// reading for callers), and the cancel answered "already ended: failed"
+/// while the task ran on.
+#[cfg(feature = "seal")]
+#[tokio::test]
+async fn an_operator_whose_keys_do_not_open_a_task_still_cancels_it() {
+    use mcp_task_layer::store::{MemoryStore, SealKeyRing, SealedStore};
+
+    let raw = MemoryStore::new();
+    let ring = SealKeyRing::single("k1", [7; 32]).unwrap();
+    let runner = layer_on(SealedStore::new(raw.clone(), ring))
+        .with_lease_ttl(std::time::Duration::from_millis(300));
+    let mut client = Client::new(runner).as_owner("alice");
+    let id = client.start("hang", json!({"secret": "hunter2"})).await;
+    let other = SealKeyRing::single("k2", [9; 32]).unwrap();
+    let wrong = mcp_task_layer::Operator::new(SealedStore::new(raw, other));
+    let shown = wrong.get(&id).await.unwrap().unwrap();
+    assert_eq!(shown.status, TaskStatus::Failed, "read fail-closed");
+    assert_eq!(wrong.cancel(&id).await.unwrap(), CancelOutcome::Cancelled);
+    eventually(|| cancelled_handlers(&client) == 1, "the handler stopped").await;
+    client.wait_for(&id, TaskStatus::Cancelled).await;
+}

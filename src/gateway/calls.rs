@@ -304,7 +304,9 @@ impl Calls {
     /// stream (the session's `GET` stream: one link carries every client's
     /// calls); over stdio nothing in the message says, so it is the one
     /// call in flight that is not waiting for answers (or, if all are, the
-    /// one call).
+    /// one call), and none once a call on the link ended unanswered: its
+    /// handler may still run, and its messages could not be told from a
+    /// call's that resumes there.
     fn asker(&self, link: &Link, related: Option<u64>) -> Result<mpsc::Sender<CallEvent>, NoCall> {
         let serial = link.serial;
         let running = lock(&self.running);
@@ -325,6 +327,9 @@ impl Calls {
             .map(|(_, r)| r)
             .collect();
         let active: Vec<&&Running> = on_link.iter().filter(|r| !r.parked).collect();
+        if link.is_tainted() {
+            return Err(NoCall::Tainted);
+        }
         match (active.as_slice(), on_link.as_slice()) {
             ([one], _) => Ok(one.events.clone()),
             ([], [one]) => Ok(one.events.clone()),
@@ -343,6 +348,9 @@ enum NoCall {
     Outside,
     /// It names none, and this many are in flight on its link.
     Unclear(usize),
+    /// It names none, and a call on its link ended unanswered: it may be
+    /// that call's handler's.
+    Tainted,
 }
 
 impl Registry for Calls {
@@ -391,6 +399,13 @@ impl InboundSink for Calls {
                             format!("the gateway answers {method} only during a tool call"),
                         )),
                     ),
+                    Err(NoCall::Tainted) => link.respond(
+                        id,
+                        Err(JsonRpcError::internal(format!(
+                            "a call on this connection ended unanswered: the gateway cannot tell \
+                             its {method} from another call's, and answers none"
+                        ))),
+                    ),
                     Err(NoCall::Unclear(n)) => link.respond(
                         id,
                         Err(JsonRpcError::internal(format!(
@@ -420,7 +435,7 @@ impl InboundSink for Calls {
                         }
                         // Of a call that has ended: its client's alone, so
                         // nobody's now.
-                        Err(NoCall::Ended) => {
+                        Err(NoCall::Ended | NoCall::Tainted) => {
                             tracing::debug!("a log message for a call that has ended; dropped");
                         }
                         // Of no call (or of one the gateway cannot tell):

@@ -225,7 +225,7 @@ impl Listeners {
                 "subscriptions/listen needs a transport that can stream notifications",
             )
         })?;
-        let (_, info) = self.upstream.session(self.connect_wait).await?;
+        let info = self.upstream.info(self.connect_wait).await?;
         let caps = &info.capabilities;
         let flag = |k: &str| asked.get(k).and_then(Value::as_bool).unwrap_or(false);
         let mut filter = Filter {

@@ -265,10 +265,7 @@ impl Shared {
     }
 
     async fn info(&self) -> Result<Arc<crate::upstream::session::ServerInfo>, JsonRpcError> {
-        self.upstream
-            .session(self.cfg.connect_wait)
-            .await
-            .map(|(_, info)| info)
+        self.upstream.info(self.cfg.connect_wait).await
     }
 
     /// Anything but a tool call: the upstream's answer as it is (its

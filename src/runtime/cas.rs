@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::engine::{may_see, Engine};
 use super::errors::{changing_too_fast, store_failure, task_not_found};
 use crate::jsonrpc::JsonRpcError;
-use crate::store::{self, Era, TaskRecord};
+use crate::store::{self, Era, TaskRecord, TaskStore};
 
 /// Bound on compare-and-set retries; each retry means another writer won.
 const MAX_CAS_RETRIES: usize = 64;
@@ -112,7 +112,7 @@ impl Engine {
                 }
             };
             match self
-                .store
+                .store_for(reader)
                 .replace_shared(Arc::clone(&next), record.version)
                 .await
             {
@@ -131,13 +131,26 @@ impl Engine {
         Err(CasError::TooFast)
     }
 
+    /// Where `reader` reads and writes: an operator, the records as stored
+    /// (under a `SealedStore`, sealed: a cancel needs no key).
+    fn store_for(&self, reader: Reader<'_>) -> &dyn TaskStore {
+        match reader {
+            Reader::Operator => self
+                .store
+                .operator()
+                .and_then(|ops| ops.as_stored())
+                .unwrap_or(&*self.store),
+            _ => &*self.store,
+        }
+    }
+
     /// Task `id` as `reader` may see it.
     async fn read_as<E>(
         &self,
         id: &str,
         reader: Reader<'_>,
     ) -> Result<Arc<TaskRecord>, CasError<E>> {
-        let found = self.store.get(id, self.now_ms()).await;
+        let found = self.store_for(reader).get(id, self.now_ms()).await;
         let found = match reader {
             Reader::Operator => found,
             _ => store::opened_found(found),

@@ -41,7 +41,11 @@ use crate::store::{
 /// - Records come back as the store holds them: a record sealed at rest
 ///   keeps its sealed fields, and shows no arguments or result, unless the
 ///   store is a `SealedStore` with the keys. Cancelling a sealed task
-///   needs no key (a cancelled task keeps none of its private fields).
+///   needs no key (a cancelled task keeps none of its private fields):
+///   through a `SealedStore`, the cancel reads and writes the store
+///   underneath ([`OperatorStore::as_stored`](crate::store::OperatorStore::as_stored)),
+///   so a task its keys do not open (read as `failed`) is cancelled all
+///   the same, and every replica reads the cancel whatever its keys.
 ///
 /// ```
 /// use mcp_task_layer::store::TaskQuery;

@@ -422,6 +422,18 @@ pub trait OperatorStore: Send + Sync {
         ))))
     }
 
+    /// The store underneath, whose records are as stored, when this store
+    /// changes records on their way in and out (`SealedStore` seals and
+    /// opens them, and makes one it cannot open read as `failed`); `None`
+    /// (the default) when records are stored as they are written. An
+    /// operator's cancel reads and writes there: a cancelled task keeps
+    /// none of its private fields, so a task whose sealed fields this
+    /// process's keys cannot open is still cancelled, not reported as
+    /// ended, and the fleet, whatever its keys, reads the cancel.
+    fn as_stored(&self) -> Option<&dyn super::TaskStore> {
+        None
+    }
+
     /// Whether [`TaskQuery::search`] can match this store's tasks: `false`
     /// for a store that seals arguments at rest (`SealedStore`), whose
     /// searches find nothing.

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
-use tokio::sync::{watch, Notify};
+use tokio::sync::{watch, Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use super::link::Link;
@@ -100,9 +100,12 @@ impl Usage {
 
 impl Lane {
     /// A lane whose connections `connector` makes, numbered from `serials`.
+    /// At most as many connections as `starts` has permits are made at
+    /// once (a permit is held until the handshake ends).
     pub(crate) fn start(
         connector: Weak<dyn Connector>,
         serials: Arc<AtomicU64>,
+        starts: Arc<Semaphore>,
         keepalive: Keepalive,
     ) -> Arc<Self> {
         let lane = Arc::new(Lane {
@@ -115,6 +118,7 @@ impl Lane {
             connector,
             Arc::downgrade(&lane),
             serials,
+            starts,
             keepalive,
         ));
         lane
@@ -145,6 +149,15 @@ impl Lane {
             State::Up(link, info) if !link.is_closed() => {
                 Some((Arc::clone(link), Arc::clone(info)))
             }
+            _ => None,
+        }
+    }
+
+    /// Why its last connection ended or failed to start, while it has
+    /// none.
+    pub(crate) fn failure(&self) -> Option<String> {
+        match &*self.state.borrow() {
+            State::Down(why) => Some(why.clone()),
             _ => None,
         }
     }
@@ -187,23 +200,33 @@ async fn supervise(
     connector: Weak<dyn Connector>,
     lane: Weak<Lane>,
     serials: Arc<AtomicU64>,
+    starts: Arc<Semaphore>,
     keepalive: Keepalive,
 ) {
     let mut backoff = MIN_BACKOFF;
     loop {
+        let Some(stop) = lane.upgrade().map(|me| me.stop.clone()) else {
+            return;
+        };
+        // The turn to start, waited for holding neither the lane nor the
+        // upstream: a gateway dropped meanwhile stops its lanes at once.
+        let permit = tokio::select! {
+            permit = Arc::clone(&starts).acquire_owned() => permit,
+            () = stop.cancelled() => return,
+        };
         let serial = serials.fetch_add(1, Ordering::Relaxed) + 1;
-        let (Some(up), Some(me)) = (connector.upgrade(), lane.upgrade()) else {
+        let (Some(up), Some(me), Ok(permit)) = (connector.upgrade(), lane.upgrade(), permit) else {
             return;
         };
         if me.stop.is_cancelled() {
             return;
         }
-        let stop = me.stop.clone();
         let started = Instant::now();
         let connected = tokio::select! {
             c = up.connect(serial, Weak::clone(&lane)) => c,
             () = stop.cancelled() => return,
         };
+        drop(permit);
         let why = match connected {
             Ok((link, info)) => {
                 tracing::info!(serial, version = %info.protocol_version, "upstream connected");

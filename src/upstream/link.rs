@@ -4,7 +4,7 @@
 //! request still waiting.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use serde::Deserialize;
@@ -141,6 +141,8 @@ pub(crate) struct Link {
     next_id: AtomicU64,
     closed: CancellationToken,
     why: Mutex<Option<String>>,
+    /// A call on it ended unanswered: its handler may still ask.
+    tainted: AtomicBool,
 }
 
 impl std::fmt::Debug for Link {
@@ -172,7 +174,20 @@ impl Link {
             next_id: AtomicU64::new(1),
             closed: CancellationToken::new(),
             why: Mutex::default(),
+            tainted: AtomicBool::new(false),
         })
+    }
+
+    /// A call on this connection ended without its answer: its handler
+    /// may still run and ask, so a question that names no call is never
+    /// taken for another call's.
+    pub(crate) fn taint(&self) {
+        self.tainted.store(true, Ordering::Release);
+    }
+
+    /// Whether a call on this connection ended without its answer.
+    pub(crate) fn is_tainted(&self) -> bool {
+        self.tainted.load(Ordering::Acquire)
     }
 
     /// A fresh request id on this link.

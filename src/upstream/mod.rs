@@ -104,7 +104,7 @@ pub(crate) struct Upstream {
     /// once: starting one costs the host more than most calls do, and a
     /// burst of them all at once brings none up in time.
     max_starting: usize,
-    starts: Semaphore,
+    starts: Arc<Semaphore>,
     /// A lane was let go by its call.
     released: Notify,
     serials: Arc<AtomicU64>,
@@ -164,6 +164,7 @@ impl Lease {
     /// other call and ends (its process restarts) once no call is on it.
     pub(crate) fn unanswered(&mut self) {
         self.unanswered = true;
+        self.link.taint();
     }
 
     /// The call waits for answers: it stops being the lane's active call
@@ -307,7 +308,7 @@ impl Upstream {
             lanes: Mutex::default(),
             max_lanes: processes.most.max(1),
             max_starting: starting,
-            starts: Semaphore::new(starting),
+            starts: Arc::new(Semaphore::new(starting)),
             released: Notify::new(),
             serials: Arc::default(),
             me: Weak::clone(me),
@@ -328,28 +329,48 @@ impl Upstream {
 
     fn new_lane(&self) -> Arc<Lane> {
         let connector: Weak<dyn Connector> = self.me.clone();
-        Lane::start(connector, Arc::clone(&self.serials), self.keepalive)
+        Lane::start(
+            connector,
+            Arc::clone(&self.serials),
+            Arc::clone(&self.starts),
+            self.keepalive,
+        )
     }
 
-    /// The primary connection and what the upstream said of itself, or
-    /// another live lane's while the primary starts again (a call on it
-    /// ended unanswered, its process died), waiting up to `wait` for one;
-    /// else the error saying why there is none.
+    /// The primary connection and what the upstream said of itself,
+    /// waiting up to `wait` for one; else the error saying why there is
+    /// none. Everything but tool calls goes there: other lanes belong to
+    /// the calls that lease them.
     pub(crate) async fn session(
         &self,
         wait: Duration,
     ) -> Result<(Arc<Link>, Arc<ServerInfo>), JsonRpcError> {
-        let primary = {
-            let lanes = self.lock_lanes();
-            if let Some(live) = lanes[0].live() {
-                return Ok(live);
-            }
-            if let Some(live) = lanes[1..].iter().find_map(|l| l.live()) {
-                return Ok(live);
-            }
-            Arc::clone(&lanes[0])
-        };
+        let primary = Arc::clone(&self.lock_lanes()[0]);
         primary.session(tokio::time::Instant::now() + wait).await
+    }
+
+    /// What the upstream said of itself in its handshake: the primary's
+    /// answer, or while the primary starts again (a call on it ended
+    /// unanswered, its process died) any live lane's, waiting up to `wait`
+    /// for one lane to come up; else why none did.
+    pub(crate) async fn info(&self, wait: Duration) -> Result<Arc<ServerInfo>, JsonRpcError> {
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            let settled = self.released.notified();
+            tokio::pin!(settled);
+            settled.as_mut().enable();
+            let primary = {
+                let lanes = self.lock_lanes();
+                if let Some((_, info)) = lanes.iter().find_map(|l| l.live()) {
+                    return Ok(info);
+                }
+                Arc::clone(&lanes[0])
+            };
+            if tokio::time::timeout_at(deadline, settled).await.is_err() {
+                // The primary's reason.
+                return primary.session(deadline).await.map(|(_, info)| info);
+            }
+        }
     }
 
     /// Send a notification of the gateway's that carries no data on every
@@ -433,10 +454,15 @@ impl Upstream {
     fn none_free(&self) -> JsonRpcError {
         let lanes = self.lock_lanes();
         let starting = lanes.iter().filter(|l| !l.is_up()).count();
+        let failed = lanes
+            .iter()
+            .find_map(|l| l.failure())
+            .map(|why| format!("; the last start failed: {why}"))
+            .unwrap_or_default();
         JsonRpcError::internal(if lanes.len() < self.max_lanes {
             format!(
                 "no upstream process was free in time: {} run calls and {starting} are \
-                 starting, at most {} at once",
+                 starting, at most {} at once{failed}",
                 lanes.len() - starting,
                 self.max_starting
             )
@@ -460,13 +486,6 @@ impl Upstream {
 
     /// A new connection, shaken hands with, its tools listed.
     async fn open(&self, serial: u64, lane: Weak<Lane>) -> Result<(Arc<Link>, ServerInfo), String> {
-        // Held until the handshake ends: at most `max_starting` processes
-        // start at once, restarts included.
-        let _start = self
-            .starts
-            .acquire()
-            .await
-            .map_err(|_| "the gateway stopped".to_owned())?;
         let tap: Arc<dyn InboundSink> = Arc::new(Tap {
             lane,
             sink: Arc::clone(&self.sink),
@@ -484,6 +503,9 @@ impl Upstream {
                 http::connect(serial, url, &headers, tap)?
             }
         };
+        // Closed if this future is dropped (its lane stopped): its process
+        // ends with it.
+        let mut opening = Opening(Some(Arc::clone(&link)));
         let ready = async {
             let info = session::initialize(&link).await?;
             let tools = session::list_tools(&link)
@@ -497,6 +519,7 @@ impl Upstream {
         };
         match outcome {
             Ok((info, tools)) => {
+                opening.0 = None;
                 self.set_tools(tools);
                 Ok((link, info))
             }
@@ -504,6 +527,18 @@ impl Upstream {
                 link.close(why.clone());
                 Err(why)
             }
+        }
+    }
+}
+
+/// A connection whose handshake is under way, closed if the handshake is
+/// given up.
+struct Opening(Option<Arc<Link>>);
+
+impl Drop for Opening {
+    fn drop(&mut self) {
+        if let Some(link) = self.0.take() {
+            link.close("the gateway stopped before the upstream's handshake ended".to_owned());
         }
     }
 }

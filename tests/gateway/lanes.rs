@@ -312,7 +312,9 @@ async fn a_burst_of_calls_starts_processes_one_at_a_time() {
         }
         most = most.max(starting);
     }
-    assert_eq!(begun, 4, "one process a call at once: {log}");
+    // Four with a fast start; fewer where a call took the first process
+    // when its call ended before the next process was up.
+    assert!(begun >= 2, "more processes for calls at once: {log}");
     assert_eq!(most, 1, "processes started one at a time: {log}");
 }
 
@@ -375,5 +377,56 @@ async fn a_new_session_is_answered_while_the_primary_process_starts_again() {
         common::ok(&r)["serverInfo"]["name"],
         "mcp-task-layer-test-upstream",
         "{r:?}"
+    );
+}
+
+/// One process: alice's call waits there for her answer when bob's call,
+/// running on it, is dropped (bob went away), and bob's handler, which
+/// ignores the cancel, asks a question anyway. The question is refused:
+/// it is nobody's now. Before, the process's one remaining call was taken
+/// as the asker, and bob's question reached alice's task. Alice's call
+/// then goes on as usual.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_handlers_question_never_reaches_a_call_waiting_on_its_process() {
+    let (_dir, file) = events_file();
+    let Some(up) = python(&file) else { return };
+    let cfg = ProxyConfig::default()
+        .with_connect_wait(Duration::from_secs(20))
+        .with_upstream_processes(1)
+        .with_tool_policy("confirm_delete", TaskPolicy::Task)
+        .with_tool_policy("stubborn_question", TaskPolicy::Sync);
+    let gw = Gateway::with_config(up, cfg).await;
+    let a = gw
+        .call("confirm_delete", json!({ "filename": "a.txt" }))
+        .await;
+    let a = a["taskId"].as_str().unwrap().to_owned();
+    let t = gw.status(&a, "input_required").await;
+    let key = crate::harness::first_question(&t);
+    let bob = gw.as_owner("bob");
+    let running = tokio::spawn(async move {
+        bob.send(
+            "tools/call",
+            json!({ "name": "stubborn_question", "arguments": { "seconds": 1 } }),
+        )
+        .await
+    });
+    event(&file, "started stubborn_question").await;
+    running.abort();
+    assert!(running.await.is_err());
+    event(&file, "stubborn refused").await;
+    let t = gw.get(&a).await;
+    assert!(
+        !t.to_string().contains("stubborn"),
+        "alice's task shows bob's question: {t}"
+    );
+    gw.send26(
+        "tasks/update",
+        json!({ "taskId": a, "inputResponses": { key: { "action": "accept", "content": { "confirm": true } } } }),
+        true,
+    )
+    .await;
+    assert_eq!(
+        text(&gw.status(&a, "completed").await["result"]),
+        "Deleted a.txt."
     );
 }

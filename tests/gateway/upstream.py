@@ -305,6 +305,34 @@ async def nudge_roots(ctx: Context, wait: float = 0.2) -> str:
     return "done"
 
 
+@mcp.tool(
+    description="Ask for a name after `seconds`, whether or not the call is cancelled meanwhile "
+    "(a handler that ignores cancellation); events say whether the question was answered.",
+    structured_output=False,
+)
+async def stubborn_question(ctx: Context, seconds: float = 1) -> str:
+    started("stubborn_question")
+    # The session, not the call's context: the context has no way back
+    # once its call is cancelled, and a handler that ignores the cancel may
+    # still hold its session.
+    session = ctx.request_context.session
+    schema = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+
+    async def ask() -> None:
+        await asyncio.sleep(seconds)
+        try:
+            answer = await session.elicit("The stubborn call's question", schema)
+            event(f"stubborn answered {answer.action}")
+        except Exception:
+            event("stubborn refused")
+
+    task = asyncio.ensure_future(ask())
+    UNAWAITED.add(task)
+    task.add_done_callback(UNAWAITED.discard)
+    await asyncio.shield(task)
+    return "done"
+
+
 @mcp.tool(description="This server's process id.", structured_output=False)
 async def pid() -> str:
     return str(os.getpid())

@@ -36,6 +36,10 @@ impl<S: TaskStore> OperatorStore for SealedStore<S> {
         Box::pin(async move { self.inner_operator()?.ended(query).await })
     }
 
+    fn as_stored(&self) -> Option<&dyn TaskStore> {
+        Some(&self.inner)
+    }
+
     fn searches_arguments(&self) -> bool {
         false
     }
