@@ -122,7 +122,7 @@ impl UpstreamCall {
             let event = tokio::select! {
                 biased;
                 out = &mut self.answer => {
-                    self.finish();
+                    self.answered(sink).await;
                     return Step::Done(out);
                 }
                 () = &mut cancelled => {
@@ -151,7 +151,7 @@ impl UpstreamCall {
                             biased;
                             out = &mut self.answer => {
                                 self.refuse_ended(id);
-                                self.finish();
+                                self.answered(sink).await;
                                 return Step::Done(out);
                             }
                             a = peer.request(method, params) => a,
@@ -173,7 +173,7 @@ impl UpstreamCall {
                     // The table let go of the call (its link is over): the
                     // answer fails next.
                     let out = (&mut self.answer).await;
-                    self.finish();
+                    self.answered(sink).await;
                     return Step::Done(out);
                 }
             }
@@ -258,10 +258,20 @@ impl UpstreamCall {
         }
     }
 
-    fn finish(&mut self) {
+    /// The upstream answered: what it said before its answer (read after
+    /// it, as the answer is waited for first) still reaches the task and
+    /// the client, ahead of the answer; questions are refused.
+    async fn answered(&mut self, sink: &RunSink) {
         self.done = true;
         self.calls.unregister(self.link.serial, self.id);
-        self.refuse_leftovers();
+        while let Ok(event) = self.events.try_recv() {
+            match event {
+                CallEvent::Ask { id, .. } => self.refuse_ended(id),
+                CallEvent::Progress(params) => sink.progress(&params),
+                CallEvent::Note { method, params } => sink.note(method, params),
+            }
+        }
+        sink.flushed().await;
     }
 
     /// Questions routed to the call that it never took (one that came with

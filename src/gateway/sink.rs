@@ -5,9 +5,10 @@
 //! questions on its own stream.
 
 use std::sync::OnceLock;
+use std::time::Duration;
 
 use serde_json::{json, Value};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 use crate::jsonrpc::{code, JsonRpcError};
 use crate::peer::Peer;
@@ -32,8 +33,20 @@ pub(crate) struct RunSink {
     pub(crate) caps: Option<Value>,
     /// The notifications on their way to the client's stream, in order,
     /// by one task: made at the first.
-    pub(crate) outbox: OnceLock<mpsc::Sender<(String, Value)>>,
+    pub(crate) outbox: OnceLock<mpsc::Sender<Outgoing>>,
 }
+
+/// What the outbox's task does next.
+pub(crate) enum Outgoing {
+    /// Send this notification.
+    Notify(String, Value),
+    /// Say when everything before it was sent.
+    Flushed(oneshot::Sender<()>),
+}
+
+/// How long a call's answer waits for the notifications before it to reach
+/// a client that lags.
+const FLUSH_WAIT: Duration = Duration::from_secs(1);
 
 /// Notifications of one run waiting for a client that lags; past it they
 /// are dropped (progress and log messages are advisory).
@@ -100,18 +113,39 @@ impl RunSink {
     /// bound under an upstream that reports fast).
     fn forward(&self, peer: &Peer, method: String, params: Value) {
         let outbox = self.outbox.get_or_init(|| {
-            let (tx, mut rx) = mpsc::channel::<(String, Value)>(OUTBOX);
+            let (tx, mut rx) = mpsc::channel::<Outgoing>(OUTBOX);
             let peer = peer.clone();
             tokio::spawn(async move {
-                while let Some((method, params)) = rx.recv().await {
-                    peer.notify(method, params).await;
+                while let Some(next) = rx.recv().await {
+                    match next {
+                        Outgoing::Notify(method, params) => peer.notify(method, params).await,
+                        Outgoing::Flushed(done) => {
+                            let _ = done.send(());
+                        }
+                    }
                 }
             });
             tx
         });
-        if outbox.try_send((method, params)).is_err() {
+        if outbox.try_send(Outgoing::Notify(method, params)).is_err() {
             tracing::debug!("the client lags: a notification of the upstream dropped");
         }
+    }
+
+    /// Wait until the notifications forwarded so far reached the client's
+    /// stream, at most [`FLUSH_WAIT`]: the call's answer follows them,
+    /// and may end that stream.
+    pub(crate) async fn flushed(&self) {
+        let Some(outbox) = self.outbox.get() else {
+            return;
+        };
+        let (done, sent) = oneshot::channel();
+        let _ = tokio::time::timeout(FLUSH_WAIT, async {
+            if outbox.send(Outgoing::Flushed(done)).await.is_ok() {
+                let _ = sent.await;
+            }
+        })
+        .await;
     }
 }
 
