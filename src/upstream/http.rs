@@ -206,7 +206,14 @@ impl Wire {
             .is_some_and(|v| v.starts_with("text/event-stream"));
         let body = resp.into_body();
         if !sse {
-            match Limited::new(body, MAX_MESSAGE).collect().await {
+            // Read while someone waits: a body that never ends holds
+            // nothing once its caller is gone.
+            let read = tokio::select! {
+                read = Limited::new(body, MAX_MESSAGE).collect() => read,
+                () = abandoned.cancelled() => return,
+                () = link.closed() => return,
+            };
+            match read {
                 Ok(bytes) => self.deliver(&link, &bytes.to_bytes(), Some(id), initialize),
                 Err(e) => self.fail(
                     &link,
@@ -221,7 +228,7 @@ impl Wire {
         let mut idle = 0;
         loop {
             let before = decoder.last_event_id().map(str::to_owned);
-            let ended = each_event(body, &mut decoder, &link, Some(&abandoned), |data| {
+            let ended = each_event(body, &mut decoder, &link, Some((id, &abandoned)), |data| {
                 self.deliver(&link, data, Some(id), initialize);
             })
             .await;
@@ -380,21 +387,28 @@ enum Ended {
 }
 
 /// Hand each non-empty event of `body` to `each` until it ends, the link
-/// closes or, for the answer stream of a request, its caller stops waiting
-/// (`abandoned`: the upstream may never end a stream whose request it was
-/// told to cancel, and the connection would stay open for ever).
+/// closes or, for the answer stream of request `id`, its answer came or
+/// its caller stops waiting (`abandoned`): the upstream may never end a
+/// stream whose request it answered or was told to cancel, and the
+/// connection would stay open for ever.
 async fn each_event(
     mut body: hyper::body::Incoming,
     decoder: &mut EventDecoder,
     link: &Link,
-    abandoned: Option<&CancellationToken>,
+    request: Option<(u64, &CancellationToken)>,
     mut each: impl FnMut(&[u8]),
 ) -> Ended {
     let mut events: VecDeque<Vec<u8>> = VecDeque::new();
+    let abandoned = request.map(|(_, token)| token);
     loop {
         while let Some(data) = events.pop_front() {
             if !data.is_empty() {
                 each(&data);
+            }
+        }
+        if let Some((id, _)) = request {
+            if !link.waits_for(id) {
+                return Ended::Closed;
             }
         }
         let frame = tokio::select! {

@@ -177,6 +177,7 @@ async fn serve_fake(conn: tokio::net::TcpStream, fake: Arc<Fake>) {
                 json!({ "tools": [
                     { "name": "hang", "inputSchema": { "type": "object" } },
                     { "name": "silent", "inputSchema": { "type": "object" } },
+                    { "name": "linger", "inputSchema": { "type": "object" } },
                     { "name": name, "inputSchema": { "type": "object" } }
                 ] })
             }
@@ -185,6 +186,19 @@ async fn serve_fake(conn: tokio::net::TcpStream, fake: Arc<Fake>) {
                 fake.silent.fetch_add(1, Ordering::SeqCst);
                 let _ = conn.read_to_end(&mut Vec::new()).await;
                 fake.silent.fetch_sub(1, Ordering::SeqCst);
+                return;
+            }
+            "tools/call" if msg["params"]["name"] == "linger" => {
+                // The answer on its stream, which then stays open.
+                let answer = json!({ "jsonrpc": "2.0", "id": msg["id"], "result": {
+                    "content": [{ "type": "text", "text": "lingered" }] } });
+                let event = format!("data: {answer}\n\n");
+                let chunk = format!("{:x}\r\n{event}\r\n", event.len());
+                let _ = conn.write_all(SSE).await;
+                let _ = conn.write_all(chunk.as_bytes()).await;
+                fake.open.fetch_add(1, Ordering::SeqCst);
+                let _ = conn.read_to_end(&mut Vec::new()).await;
+                fake.open.fetch_sub(1, Ordering::SeqCst);
                 return;
             }
             "tools/call" | "resources/subscribe" => {

@@ -428,3 +428,30 @@ async fn the_upstream_hears_initialized_before_any_request_after_it() {
     assert!(common::ok(&tools)["tools"].is_array());
     assert_eq!(fake.early.load(Ordering::SeqCst), 0);
 }
+
+/// An upstream that keeps a call's answer stream open after the answer
+/// (the spec says it SHOULD close it) holds nothing of the gateway's: the
+/// gateway stops reading and lets the stream go once the answer is in.
+/// Before, each such call kept a task and a connection for the
+/// connection's life.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_stream_the_upstream_keeps_open_is_let_go_after_the_answer() {
+    let (up, fake) = fake_upstream().await;
+    let gw = Gateway::start(up, &[("linger", TaskPolicy::Sync)]).await;
+    for _ in 0..3 {
+        let r = gw.call("linger", json!({})).await;
+        assert_eq!(crate::harness::text(&r), "lingered");
+    }
+    // Bounded: 10 s.
+    for _ in 0..200 {
+        if fake.open.load(Ordering::SeqCst) == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        fake.open.load(Ordering::SeqCst),
+        0,
+        "answer streams still open"
+    );
+}
