@@ -16,6 +16,7 @@
 #   bash benches/http.sh                              # 3 rounds of 10 s per run, 2 wrk threads, 64 connections
 #   ROUNDS=1 DURATION=5s CONNS=32 bash benches/http.sh
 #   SERVER=/path/to/another/build/of/server bash benches/http.sh
+#   CEILING=/path/to/a/build/of/the/ceiling bash benches/http.sh
 #   ORDER=abba bash benches/http.sh                   # each round: server, ceiling, ceiling, server
 #   WORKLOADS=get bash benches/http.sh                # `tasks/get` only
 #
@@ -36,56 +37,22 @@ THREADS=${THREADS:-2}
 CONNS=${CONNS:-64}
 ORDER=${ORDER:-ab}
 WORKLOADS=${WORKLOADS:-get call}
-META='"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}'
 
 command -v wrk >/dev/null || { echo "wrk not found: apt-get install -y wrk" >&2; exit 1; }
-bin="${CARGO_TARGET_DIR:-target}/release/examples"
-SERVER=${SERVER:-}
-if [ -z "$SERVER" ]; then
-  cargo build --quiet --release --features axum --example server
-  SERVER="$bin/server"
-fi
-cargo build --quiet --release -p mcp-task-layer-benches --example ceiling
-dir=$(mktemp -d)
-pids=()
-trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; rm -rf "$dir"' EXIT
-
-start() { # log name, command... (waits for "listening")
-  local log="$dir/$1"
-  shift
-  "$@" >"$log" 2>&1 &
-  pids+=($!)
-  for _ in $(seq 100); do
-    grep -q listening "$log" && return
-    sleep 0.1
-  done
-  cat "$log" >&2
-  exit 1
-}
-post() { # method, Mcp-Name, body → answer
-  curl -sf -m 5 "http://127.0.0.1:$PORT/mcp" -H 'Content-Type: application/json' \
-    -H 'Accept: application/json, text/event-stream' \
-    -H 'MCP-Protocol-Version: 2026-07-28' -H "Mcp-Method: $1" -H "Mcp-Name: $2" -d "$3"
-}
+# shellcheck source=http/common.sh
+source benches/http/common.sh
+binaries
+scratch
 
 start server "$SERVER" --port "$PORT"
-task=$(post tools/call failing_job \
-  "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"failing_job\",\"arguments\":{},$META}}" |
-  sed -n 's/.*"taskId":"\([0-9a-f]*\)".*/\1/p')
-[ -n "$task" ] || { echo "no task created" >&2; exit 1; }
-GET_BODY="{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tasks/get\",\"params\":{\"taskId\":\"$task\",$META}}"
+completed_task
 CALL_BODY="{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"greet\",\"arguments\":{\"name\":\"bench\"},$META}}"
-for _ in $(seq 50); do
-  post tasks/get "$task" "$GET_BODY" >"$dir/get" && grep -q '"status":"completed"' "$dir/get" && break
-  sleep 0.1
-done
-grep -q '"status":"completed"' "$dir/get" || { echo "task not completed" >&2; exit 1; }
 post tools/call greet "$CALL_BODY" >"$dir/call"
 grep -q 'Hello, bench!' "$dir/call" || { echo "greet failed: $(cat "$dir/call")" >&2; exit 1; }
 get_bytes=$(wc -c <"$dir/get")
 call_bytes=$(wc -c <"$dir/call")
-start ceiling_get "$bin/ceiling" --port $((PORT + 1)) --bytes "$get_bytes"
-start ceiling_call "$bin/ceiling" --port $((PORT + 2)) --bytes "$call_bytes"
+start ceiling_get "$CEILING" --port $((PORT + 1)) --bytes "$get_bytes"
+start ceiling_call "$CEILING" --port $((PORT + 2)) --bytes "$call_bytes"
 
 rate() { # port, method, name, body → requests per second
   MCP_METHOD=$2 MCP_NAME=$3 BODY=$4 wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" \

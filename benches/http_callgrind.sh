@@ -11,43 +11,33 @@
 #   bash benches/http_callgrind.sh                  # N=2000
 #   SERVER=/path/to/server CEILING=/path/to/ceiling bash benches/http_callgrind.sh
 #   KEEP=/tmp/cg/run bash benches/http_callgrind.sh # keeps each dump for callgrind_annotate
+#   CACHE=1 bash benches/http_callgrind.sh          # also the instruction-cache misses and the
+#                                                   # code footprint per request (benches/http/footprint.py)
+#
+# With CACHE=1 callgrind simulates the host's caches (`--cache-sim=yes`,
+# `--dump-instr=yes`): the instruction count is the same, the run slower.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 N=${N:-2000}
 PORT=${PORT:-38127}
-SERVER=${SERVER:-}
-CEILING=${CEILING:-}
-if [ -z "$SERVER" ]; then
-  cargo build --quiet --release --features axum --example server
-  SERVER="${CARGO_TARGET_DIR:-target}/release/examples/server"
-fi
-if [ -z "$CEILING" ]; then
-  cargo build --quiet --release -p mcp-task-layer-benches --example ceiling
-  CEILING="${CARGO_TARGET_DIR:-target}/release/examples/ceiling"
-fi
-dir=$(mktemp -d)
-pid=
-trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; wait 2>/dev/null; rm -rf "$dir"' EXIT
+# shellcheck source=http/common.sh
+source benches/http/common.sh
+binaries
+scratch
+START_TENTHS=600 # valgrind starts slowly
 
-start() { # binary args... → pid, waits for "listening"
-  valgrind --tool=callgrind --callgrind-out-file="$dir/cg.%p" "$@" >"$dir/log" 2>&1 &
-  pid=$!
-  for _ in $(seq 600); do
-    grep -q listening "$dir/log" && return
-    sleep 0.1
-  done
-  cat "$dir/log" >&2
-  exit 1
+run() { # binary args... under callgrind, waits for "listening"
+  start log valgrind --tool=callgrind ${CACHE:+--cache-sim=yes --dump-instr=yes} \
+    --callgrind-out-file="$dir/cg.%p" "$@"
 }
 stop() {
-  kill "$pid"
-  wait "$pid" 2>/dev/null || true
-  pid=
+  kill "${pids[-1]}"
+  wait "${pids[-1]}" 2>/dev/null || true
   rm -f "$dir"/cg.*
 }
 measure() { # label, drive.py args... → instructions per request
-  local label=$1
+  local label=$1 pid=${pids[-1]}
   shift
   python3 benches/http/drive.py "$PORT" 200 "$@"
   callgrind_control -z "$pid" >/dev/null 2>&1
@@ -58,16 +48,17 @@ measure() { # label, drive.py args... → instructions per request
   dump=$(ls -t "$dir"/cg.*.* | head -1)
   total=$(awk '/^(summary|totals):/ {print $2; exit}' "$dump")
   echo "$label: $((total / N)) instructions per request ($total / $N)"
+  [ -n "${CACHE:-}" ] && python3 benches/http/footprint.py "$dump" "$N"
   [ -n "${KEEP:-}" ] && cp "$dump" "$KEEP.$(echo "$label" | tr -c "a-z0-9\n" _)"
   rm -f "$dir"/cg.*.*
 }
 
-start "$SERVER" --port "$PORT"
+run "$SERVER" --port "$PORT"
 completed=$(python3 benches/http/drive.py "$PORT" 1 call failing_job)
 sleep 3
 measure "server tasks/get (completed)" get "$completed"
 measure "server tools/call greet (Sync)" greet
 stop
-start "$CEILING" --port "$PORT"
+run "$CEILING" --port "$PORT"
 measure "ceiling" get "$completed"
 stop
