@@ -329,6 +329,8 @@ mod redis_batch;
 #[cfg(feature = "redis")]
 mod redis_claim;
 #[cfg(feature = "redis")]
+mod redis_index;
+#[cfg(feature = "redis")]
 mod redis_tools;
 #[cfg(feature = "sqlite")]
 mod restart;

@@ -65,12 +65,27 @@ async fn redis_fills_tool_indexes_of_older_tasks_at_connect() {
     done.status = TaskStatus::Completed;
     done.arguments = None;
     store.replace(done, 1).await.unwrap();
-    // Undo what this version wrote: the store as an older one left it.
+    // Undo what this version wrote, and write what an older one did
+    // (each task in `ops:all`): the store as an older one left it.
     let mut conn = connection(&url).await;
     for i in 0..1_200 {
-        let () = ::redis::cmd("HDEL")
-            .arg(format!("{prefix}:task:{{t{i:04}}}"))
+        let key = format!("{prefix}:task:{{t{i:04}}}");
+        let member: String = ::redis::cmd("HGET")
+            .arg(&key)
+            .arg("lm")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        let () = ::redis::pipe()
+            .cmd("HDEL")
+            .arg(&key)
             .arg("tk")
+            .ignore()
+            .cmd("ZADD")
+            .arg(format!("{prefix}:ops:all"))
+            .arg(0)
+            .arg(member)
+            .ignore()
             .query_async(&mut conn)
             .await
             .unwrap();
