@@ -5,15 +5,11 @@
 //! page by page; tasks an older version also put in `ops:all` are listed
 //! once.
 
-use mcp_task_layer::store::{OperatorStore, TaskCursor, TaskQuery};
+use mcp_task_layer::store::{TaskCursor, TaskQuery};
 use mcp_task_layer::TaskStatus;
 
 use super::common::redis_db::{connection, url, Prefixes};
 use super::*;
-
-fn ops(store: &impl TaskStore) -> &dyn OperatorStore {
-    store.operator().expect("operator API")
-}
 
 /// Tasks `t0`..`t5` (created in that order), two of them completed, one
 /// cancelled: no `ops:all` is written; every task, and two statuses, list
@@ -73,12 +69,7 @@ async fn redis_lists_every_task_from_the_status_indexes() {
     assert_eq!(ids(ended).await, ["t4", "t2", "t1"]);
 
     // A task an older version made is also in `ops:all`: listed once.
-    let member: String = ::redis::cmd("HGET")
-        .arg(format!("{prefix}:task:{{t3}}"))
-        .arg("lm")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    let member = list_member(&mut conn, &prefix, "t3").await;
     let () = ::redis::cmd("ZADD")
         .arg(format!("{prefix}:ops:all"))
         .arg(0)
