@@ -26,9 +26,9 @@ const SLACK: usize = 16;
 const MAX_BATCH: usize = 1_000;
 
 impl RedisStore {
-    /// One `list` call on `keys` (read at once): at most `limit` live
-    /// records of each below the exclusive bound `max`, down to the
-    /// inclusive bound `min`.
+    /// One `list` call on `keys` (read at once, merged): at most `limit`
+    /// live records below the exclusive bound `max`, down to the inclusive
+    /// bound `min`, newest first.
     async fn batch(
         &self,
         keys: &[String],
@@ -85,21 +85,9 @@ impl RedisStore {
                 .saturating_add(SLACK)
                 .max(grow)
                 .min(WALK_BUDGET - read);
-            let mut batch = self.batch(&indexes, &max, &min, want, now_ms).await?;
-            // Fewer than `want` in all: fewer in each index, every one read
-            // to its end.
-            let mut exhausted = batch.len() < want;
-            if indexes.len() > 1 {
-                // Newest first across the sets; what is past the first
-                // `want` is read again from the next page's bound.
-                batch.sort_unstable_by(|a, b| {
-                    (b.created_at_ms, b.id.as_str()).cmp(&(a.created_at_ms, a.id.as_str()))
-                });
-                if batch.len() > want {
-                    batch.truncate(want);
-                    exhausted = false;
-                }
-            }
+            let batch = self.batch(&indexes, &max, &min, want, now_ms).await?;
+            // Fewer than `want`: every index read to its end.
+            let exhausted = batch.len() < want;
             let Some(last) = batch.last() else {
                 return Ok(Found::all(out));
             };

@@ -228,31 +228,40 @@ return out
 ";
 
 /// `list`. KEYS: the list index (or an operator's), or several indexes
-/// read at once (an operator's status indexes: one read, so that a task
+/// read as one (an operator's status indexes: one call, so that a task
 /// whose status changes meanwhile is in exactly one of them). ARGV: now,
 /// limit, the exclusive upper bound (`+` or `(<member>`), the task key
-/// head, and optionally the lower bound (`-` by default). For each index
-/// in turn, at most `limit` records, newest first, skipping expired ones;
-/// members whose task is gone (deleted by the key TTL) are dropped from
-/// the index.
+/// head, and optionally the lower bound (`-` by default). At most `limit`
+/// records, newest first across the indexes (their members merged in
+/// byte order, the order of one index), skipping expired ones; members
+/// whose task is gone (deleted by the key TTL) are dropped from their
+/// index.
 const LIST: &str = r"
-local out, now, limit = {}, tonumber(ARGV[1]), tonumber(ARGV[2])
-local min = ARGV[5] or '-'
-for _, key in ipairs(KEYS) do
-    local max, n = ARGV[3], 0
-    while n < limit do
-        local batch = redis.call('ZREVRANGEBYLEX', key, max, min, 'LIMIT', 0, limit - n)
-        if #batch == 0 then break end
-        for _, m in ipairs(batch) do
-            local r = redis.call('HMGET', ARGV[4] .. string.sub(m, 22) .. '}', 'rec', 'exp')
-            if not r[1] then redis.call('ZREM', key, m)
-            elseif r[2] == '' or tonumber(r[2]) > now then
-                out[#out + 1] = r[1]
-                n = n + 1
-            end
-            max = '(' .. m
-        end
+local out, now, limit, min = {}, tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[5] or '-'
+local function before(a, b)
+    for i = 1, math.min(#a, #b) do
+        local x, y = string.byte(a, i), string.byte(b, i)
+        if x ~= y then return x < y end
     end
+    return #a < #b
+end
+local heads = {}
+for i, key in ipairs(KEYS) do heads[i] = { key = key, max = ARGV[3], buf = {}, pos = 1 } end
+while #out < limit do
+    local best
+    for _, h in ipairs(heads) do
+        if not h.done and h.pos > #h.buf then
+            h.buf, h.pos = redis.call('ZREVRANGEBYLEX', h.key, h.max, min, 'LIMIT', 0, limit - #out), 1
+            h.done = #h.buf == 0
+        end
+        if not h.done and (not best or before(best.buf[best.pos], h.buf[h.pos])) then best = h end
+    end
+    if not best then break end
+    local m = best.buf[best.pos]
+    best.pos, best.max = best.pos + 1, '(' .. m
+    local r = redis.call('HMGET', ARGV[4] .. string.sub(m, 22) .. '}', 'rec', 'exp')
+    if not r[1] then redis.call('ZREM', best.key, m)
+    elseif r[2] == '' or tonumber(r[2]) > now then out[#out + 1] = r[1] end
 end
 return out
 ";
