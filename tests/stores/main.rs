@@ -320,6 +320,28 @@ async fn announces_every_visible_write<S: TaskStore>(store: &S) {
     );
 }
 
+/// The operator API of a store that has one (the Redis store's tests).
+#[cfg(feature = "redis")]
+fn ops(store: &impl TaskStore) -> &dyn mcp_task_layer::store::OperatorStore {
+    store.operator().expect("operator API")
+}
+
+/// The list member (`lm`) of task `id` under `prefix`, as the Redis store
+/// wrote it.
+#[cfg(feature = "redis")]
+async fn list_member(
+    conn: &mut ::redis::aio::MultiplexedConnection,
+    prefix: &str,
+    id: &str,
+) -> String {
+    ::redis::cmd("HGET")
+        .arg(format!("{prefix}:task:{{{id}}}"))
+        .arg("lm")
+        .query_async(conn)
+        .await
+        .unwrap()
+}
+
 #[cfg(feature = "postgres")]
 mod postgres;
 #[cfg(feature = "redis")]
@@ -328,6 +350,8 @@ mod redis;
 mod redis_batch;
 #[cfg(feature = "redis")]
 mod redis_claim;
+#[cfg(feature = "redis")]
+mod redis_index;
 #[cfg(feature = "redis")]
 mod redis_tools;
 #[cfg(feature = "sqlite")]

@@ -132,7 +132,6 @@ async fn redis_expiry_is_exact_and_the_key_ttl_only_a_safety_net() {
         keys,
         [
             format!("{prefix}:list:modern:=alice"),
-            format!("{prefix}:ops:all"),
             format!("{prefix}:ops:st:working"),
             format!("{prefix}:ops:tool:tool"),
             format!("{prefix}:ops:tools-indexed"),

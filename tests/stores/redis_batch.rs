@@ -3,15 +3,11 @@
 //! its caller told its own answer; a replace puts a record stored by an
 //! older version (without the operator's indexes) in every index.
 
-use mcp_task_layer::store::{Lease, OperatorStore, TaskQuery};
+use mcp_task_layer::store::{Lease, TaskQuery};
 use mcp_task_layer::TaskStatus;
 
 use super::common::redis_db::{connection, url, Prefixes};
 use super::*;
-
-fn ops(store: &impl TaskStore) -> &dyn OperatorStore {
-    store.operator().expect("operator API")
-}
 
 /// 300 writes at once, a third of them doomed (a create of an id that
 /// exists, a replace over a version that is not the stored one): each
@@ -104,12 +100,7 @@ async fn redis_replace_indexes_a_record_an_older_version_stored() {
     let first = record("t1", Some("alice"), T0, None);
     store.create(first.clone()).await.unwrap();
     let mut conn = connection(&url).await;
-    let member: String = ::redis::cmd("HGET")
-        .arg(format!("{prefix}:task:{{t1}}"))
-        .arg("lm")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    let member = list_member(&mut conn, &prefix, "t1").await;
     let () = ::redis::cmd("HDEL")
         .arg(format!("{prefix}:task:{{t1}}"))
         .arg("tk")

@@ -3,15 +3,11 @@
 //! before the indexes existed are put in them when a store connects; a
 //! deleted task leaves its tool's index.
 
-use mcp_task_layer::store::{OperatorStore, TaskQuery, WALK_BUDGET};
+use mcp_task_layer::store::{TaskQuery, WALK_BUDGET};
 use mcp_task_layer::TaskStatus;
 
 use super::common::redis_db::{connection, url, Prefixes};
 use super::*;
-
-fn ops(store: &impl TaskStore) -> &dyn OperatorStore {
-    store.operator().expect("operator API")
-}
 
 fn of_tool(id: &str, tool: &str, created: i64) -> TaskRecord {
     TaskRecord::new(id, Era::Modern, tool, json!({}), created, None)
@@ -65,12 +61,23 @@ async fn redis_fills_tool_indexes_of_older_tasks_at_connect() {
     done.status = TaskStatus::Completed;
     done.arguments = None;
     store.replace(done, 1).await.unwrap();
-    // Undo what this version wrote: the store as an older one left it.
+    // Undo what this version wrote, and write what an older one did
+    // (each task in `ops:all`): the store as an older one left it.
     let mut conn = connection(&url).await;
     for i in 0..1_200 {
-        let () = ::redis::cmd("HDEL")
-            .arg(format!("{prefix}:task:{{t{i:04}}}"))
+        let id = format!("t{i:04}");
+        let member = list_member(&mut conn, &prefix, &id).await;
+        let key = format!("{prefix}:task:{{{id}}}");
+        let () = ::redis::pipe()
+            .cmd("HDEL")
+            .arg(&key)
             .arg("tk")
+            .ignore()
+            .cmd("ZADD")
+            .arg(format!("{prefix}:ops:all"))
+            .arg(0)
+            .arg(member)
+            .ignore()
             .query_async(&mut conn)
             .await
             .unwrap();

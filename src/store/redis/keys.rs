@@ -1,6 +1,17 @@
 //! Key names of one prefix, and the list index's sortable members.
 
+use crate::protocol::TaskStatus;
 use crate::store::{Era, TaskRecord};
+
+/// Every status, in the order `stats` asks for their counts. Each task is
+/// in the index of one of them: together they index every task.
+pub(super) const STATUSES: [TaskStatus; 5] = [
+    TaskStatus::Working,
+    TaskStatus::InputRequired,
+    TaskStatus::Completed,
+    TaskStatus::Failed,
+    TaskStatus::Cancelled,
+];
 
 /// The keys of one store (one prefix).
 #[derive(Debug)]
@@ -14,7 +25,9 @@ pub(super) struct Keys {
     pub(super) leases: String,
     /// The pub/sub channel of the change feed.
     pub(super) channel: String,
-    /// ZSET of every task's list member (score 0): an operator's listing.
+    /// ZSET of the list members (score 0) of the tasks stored by versions
+    /// that indexed every task here (the status indexes do now): read to
+    /// fill the tool indexes, emptied by deletes.
     pub(super) all: String,
     /// `<prefix>:ops:st:` — with a status appended, the ZSET of the list
     /// members of the tasks in that status.
@@ -46,7 +59,7 @@ impl Keys {
     }
 
     /// The operator's index of the tasks in `status`.
-    pub(super) fn status(&self, status: crate::protocol::TaskStatus) -> String {
+    pub(super) fn status(&self, status: TaskStatus) -> String {
         format!("{}{}", self.status_head, status.as_str())
     }
 

@@ -77,7 +77,9 @@ const CLAIM_HOLD_MS: i64 = 5_000;
 /// A task is one hash, `<prefix>:task:{<id>}` (the id is its hash tag).
 /// The indexes are one key each, shared by all tasks: `<prefix>:expiry`,
 /// `<prefix>:leases`, and `<prefix>:list:<era>:=<owner>` (or
-/// `<prefix>:list:<era>:-` for tasks without an owner). The scripts touch a
+/// `<prefix>:list:<era>:-` for tasks without an owner), and the operator's:
+/// `<prefix>:ops:st:<status>`, `<prefix>:ops:tool:<tool>` and
+/// `<prefix>:ops:ended` (`scripts.rs`). The scripts touch a
 /// task and the indexes together, which are in different hash slots: the
 /// store needs a standalone server (with replicas and Sentinel if you
 /// like), not Redis Cluster, and this crate has no cluster client.

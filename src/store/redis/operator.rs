@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use super::fields::decode;
-use super::keys::member;
+use super::keys::{member, STATUSES};
 use super::{backend, RedisStore};
 use crate::protocol::TaskStatus;
 use crate::store::operator::{
@@ -25,21 +25,13 @@ const SLACK: usize = 16;
 /// The most records one `list` call reads.
 const MAX_BATCH: usize = 1_000;
 
-/// Every status, in the order `stats` asks for their counts.
-const STATUSES: [TaskStatus; 5] = [
-    TaskStatus::Working,
-    TaskStatus::InputRequired,
-    TaskStatus::Completed,
-    TaskStatus::Failed,
-    TaskStatus::Cancelled,
-];
-
 impl RedisStore {
-    /// One `list` call on index `key`: at most `limit` live records below
-    /// the exclusive bound `max`, down to the inclusive bound `min`.
+    /// One `list` call on `keys` (read at once, merged): at most `limit`
+    /// live records below the exclusive bound `max`, down to the inclusive
+    /// bound `min`, newest first.
     async fn batch(
         &self,
-        key: &str,
+        keys: &[String],
         max: &str,
         min: &str,
         limit: usize,
@@ -48,7 +40,10 @@ impl RedisStore {
         let k = &self.inner.keys;
         let rows: Vec<String> = self
             .read(|mut conn| {
-                let mut invocation = self.inner.scripts.list.key(key);
+                let mut invocation = self.inner.scripts.list.prepare_invoke();
+                for key in keys {
+                    invocation.key(key);
+                }
                 invocation
                     .arg(now_ms)
                     .arg(limit)
@@ -90,24 +85,9 @@ impl RedisStore {
                 .saturating_add(SLACK)
                 .max(grow)
                 .min(WALK_BUDGET - read);
-            let mut batch = Vec::new();
-            let mut exhausted = true;
-            for index in &indexes {
-                let got = self.batch(index, &max, &min, want, now_ms).await?;
-                exhausted &= got.len() < want;
-                batch.extend(got);
-            }
-            if indexes.len() > 1 {
-                // Newest first across the sets; what is past the first
-                // `want` is read again from the next page's bound.
-                batch.sort_unstable_by(|a, b| {
-                    (b.created_at_ms, b.id.as_str()).cmp(&(a.created_at_ms, a.id.as_str()))
-                });
-                if batch.len() > want {
-                    batch.truncate(want);
-                    exhausted = false;
-                }
-            }
+            let batch = self.batch(&indexes, &max, &min, want, now_ms).await?;
+            // Fewer than `want`: every index read to its end.
+            let exhausted = batch.len() < want;
             let Some(last) = batch.last() else {
                 return Ok(Found::all(out));
             };

@@ -9,16 +9,17 @@
 //! end of a `working` task, or empty), `st` (status), `upd`
 //! (`updated_at_ms`), `hold` (the lease holder of a `working` task, or
 //! empty), `lk`/`lm`, its list index and member there, and `tk`, its
-//! tool's index. The same member is in `<prefix>:ops:all`, in
-//! `<prefix>:ops:st:<status>` and in `<prefix>:ops:tool:<tool>` (`tk`),
-//! the operator's indexes; an ended task's id is in `<prefix>:ops:ended`
-//! by the time it ended.
+//! tool's index. The same member is in `<prefix>:ops:st:<status>` and in
+//! `<prefix>:ops:tool:<tool>` (`tk`), the operator's indexes (every task
+//! is in one status index, so the five of them are the index of every
+//! task; `<prefix>:ops:all` holds only what versions before that wrote);
+//! an ended task's id is in `<prefix>:ops:ended` by the time it ended.
 
 use redis::Script;
 
 /// Every create and compare-and-set of a task: a batch of them, each
 /// applied as if alone, in order (`batch.rs` groups the writes callers
-/// make at the same time). ARGV: the expiry, leases, all and ended keys,
+/// make at the same time). ARGV: the expiry, leases and ended keys,
 /// the channel, the status index head, then for each write
 /// [`WRITE_ARGS`] values: `c` to create, or the expected version; the
 /// task's key, its list index, id, version, record, exp, lease, status,
@@ -29,6 +30,9 @@ use redis::Script;
 /// replace 0 if no such task, 1 if at another version, 2 if replaced; or
 /// the error of that write, as text (each runs under `pcall`, so one failing write
 /// does not stop the others, nor hide what they did).
+///
+/// `<prefix>:ops:all` is no longer written (one command fewer per task):
+/// the status indexes, one of which holds each task, list every task.
 ///
 /// A create is announced only for a task queued for a worker (its lease
 /// ended before it was made), so idle workers wake at once, as
@@ -44,7 +48,7 @@ use redis::Script;
 /// a margin): the same deadline for as long as the expiry stays, so a
 /// write that keeps it (a claim, a renewal, a result) leaves it.
 const WRITE: &str = r"
-local expiry, leases, all, ended, channel, sh = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
+local expiry, leases, ended, channel, sh = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local function is_end(st) return st == 'completed' or st == 'failed' or st == 'cancelled' end
 local function create(i)
     local key, list, id, v, exp, lease, st, upd, m, ttl, tool =
@@ -56,7 +60,6 @@ local function create(i)
     if exp ~= '' then redis.call('ZADD', expiry, exp, id) end
     if lease ~= '' then redis.call('ZADD', leases, lease, id) end
     redis.call('ZADD', list, 0, m)
-    redis.call('ZADD', all, 0, m)
     redis.call('ZADD', tool, 0, m)
     redis.call('ZADD', sh .. st, 0, m)
     if is_end(st) then redis.call('ZADD', ended, upd, id) end
@@ -81,10 +84,7 @@ local function replace(i)
     changed('lk', old[5], list); changed('lm', old[6], m); changed('tk', old[7], tool)
     redis.call('HSET', key, unpack(set))
     local known = old[7] and old[6] == m
-    if not old[7] then
-        redis.call('ZADD', tool, 0, m)
-        redis.call('ZADD', all, 0, m)
-    end
+    if not old[7] then redis.call('ZADD', tool, 0, m) end
     if old[5] ~= list or old[6] ~= m then
         if old[5] then redis.call('ZREM', old[5], old[6]) end
         redis.call('ZADD', list, 0, m)
@@ -110,7 +110,7 @@ local function replace(i)
     return 2
 end
 local out = {}
-for i = 7, #ARGV, 14 do
+for i = 6, #ARGV, 14 do
     local write = ARGV[i] == 'c' and create or replace
     local ok, n = pcall(write, i)
     if ok then out[#out + 1] = n
@@ -227,23 +227,41 @@ end
 return out
 ";
 
-/// `list`. KEYS: the list index (or an operator's). ARGV: now, limit, the
-/// exclusive upper bound (`+` or `(<member>`), the task key head, and
-/// optionally the lower bound (`-` by default). Records, newest first,
-/// skipping expired ones; members whose task is gone (deleted by the key
-/// TTL) are dropped from the index.
+/// `list`. KEYS: the list index (or an operator's), or several indexes
+/// read as one (an operator's status indexes: one call, so that a task
+/// whose status changes meanwhile is in exactly one of them). ARGV: now,
+/// limit, the exclusive upper bound (`+` or `(<member>`), the task key
+/// head, and optionally the lower bound (`-` by default). At most `limit`
+/// records, newest first across the indexes (their members merged in
+/// byte order, the order of one index), skipping expired ones; members
+/// whose task is gone (deleted by the key TTL) are dropped from their
+/// index.
 const LIST: &str = r"
-local out, now, limit, max = {}, tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
-local min = ARGV[5] or '-'
-while #out < limit do
-    local batch = redis.call('ZREVRANGEBYLEX', KEYS[1], max, min, 'LIMIT', 0, limit - #out)
-    if #batch == 0 then break end
-    for _, m in ipairs(batch) do
-        local r = redis.call('HMGET', ARGV[4] .. string.sub(m, 22) .. '}', 'rec', 'exp')
-        if not r[1] then redis.call('ZREM', KEYS[1], m)
-        elseif r[2] == '' or tonumber(r[2]) > now then out[#out + 1] = r[1] end
-        max = '(' .. m
+local out, now, limit, min = {}, tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[5] or '-'
+local function before(a, b)
+    for i = 1, math.min(#a, #b) do
+        local x, y = string.byte(a, i), string.byte(b, i)
+        if x ~= y then return x < y end
     end
+    return #a < #b
+end
+local heads = {}
+for i, key in ipairs(KEYS) do heads[i] = { key = key, max = ARGV[3], buf = {}, pos = 1 } end
+while #out < limit do
+    local best
+    for _, h in ipairs(heads) do
+        if not h.done and h.pos > #h.buf then
+            h.buf, h.pos = redis.call('ZREVRANGEBYLEX', h.key, h.max, min, 'LIMIT', 0, limit - #out), 1
+            h.done = #h.buf == 0
+        end
+        if not h.done and (not best or before(best.buf[best.pos], h.buf[h.pos])) then best = h end
+    end
+    if not best then break end
+    local m = best.buf[best.pos]
+    best.pos, best.max = best.pos + 1, '(' .. m
+    local r = redis.call('HMGET', ARGV[4] .. string.sub(m, 22) .. '}', 'rec', 'exp')
+    if not r[1] then redis.call('ZREM', best.key, m)
+    elseif r[2] == '' or tonumber(r[2]) > now then out[#out + 1] = r[1] end
 end
 return out
 ";

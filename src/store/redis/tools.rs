@@ -2,6 +2,7 @@
 //! connect for tasks stored before they existed, and read for a listing
 //! that names a tool when no other index the query names is smaller.
 
+use super::keys::STATUSES;
 use super::{backend, RedisStore};
 use crate::store::operator::TaskQuery;
 use crate::store::{Era, Result};
@@ -59,14 +60,14 @@ impl RedisStore {
     }
 
     /// The indexes a listing for `query` walks (their members merged): of
-    /// those the query names (one status, one tool, one owner's two
-    /// listing sets), the one with the fewest members; every task's if it
-    /// names none.
+    /// those the query names (its statuses' indexes, one tool's, one
+    /// owner's two listing sets), the one with the fewest members; every
+    /// status's (together, every task) if it names none.
     pub(super) async fn narrowest(&self, query: &TaskQuery) -> Result<Vec<String>> {
         let k = &self.inner.keys;
         let mut named: Vec<Vec<String>> = Vec::new();
-        if let [one] = query.statuses() {
-            named.push(vec![k.status(*one)]);
+        if !query.statuses().is_empty() {
+            named.push(query.statuses().iter().map(|s| k.status(*s)).collect());
         }
         if let Some(tool) = query.tool_name() {
             named.push(vec![k.tool(tool)]);
@@ -78,7 +79,9 @@ impl RedisStore {
             ]);
         }
         if named.len() < 2 {
-            return Ok(named.pop().unwrap_or_else(|| vec![k.all.clone()]));
+            return Ok(named
+                .pop()
+                .unwrap_or_else(|| STATUSES.iter().map(|s| k.status(*s)).collect()));
         }
         let mut pipe = redis::pipe();
         for key in named.iter().flatten() {

@@ -42,7 +42,6 @@ impl RedisStore {
         invocation
             .arg(&k.expiry)
             .arg(&k.leases)
-            .arg(&k.all)
             .arg(&k.ended)
             .arg(&k.channel)
             .arg(&k.status_head);
