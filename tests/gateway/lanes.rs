@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use mcp_task_layer::gateway::{ProxyConfig, UpstreamTarget};
 use mcp_task_layer::TaskPolicy;
-use serde_json::json;
+use serde_json::{json, Value};
 
 use crate::common;
 use crate::harness::{event, events_file, kill, python, text, Gateway};
@@ -152,18 +152,14 @@ async fn the_process_of_a_call_that_ended_unanswered_takes_no_other_call() {
         .with_tool_policy("pid", TaskPolicy::Sync);
     let gw = Gateway::with_config(up, cfg).await;
     let before = text(&gw.call("pid", json!({})).await).to_owned();
-    let alice = gw.as_owner("alice");
-    let running = tokio::spawn(async move {
-        alice
-            .send(
-                "tools/call",
-                json!({ "name": "slow_compute", "arguments": { "seconds": 60, "label": "left" } }),
-            )
-            .await
-    });
-    event(&file, "started slow_compute").await;
-    running.abort();
-    assert!(running.await.is_err());
+    let running = Running::start(
+        gw.as_owner("alice"),
+        &file,
+        "slow_compute",
+        json!({ "seconds": 60, "label": "left" }),
+    )
+    .await;
+    running.leave().await;
     let bob = gw.as_owner("bob");
     let after = text(&bob.call("pid", json!({})).await).to_owned();
     assert_ne!(before, after, "bob's call runs on a new process");
@@ -337,16 +333,13 @@ async fn a_new_session_is_answered_while_the_primary_process_starts_again() {
         .with_tool_policy("slow_compute", TaskPolicy::Sync)
         .with_tool_policy("pid", TaskPolicy::Sync);
     let gw = Gateway::with_config(up, cfg).await;
-    let alice = gw.as_owner("alice");
-    let running = tokio::spawn(async move {
-        alice
-            .send(
-                "tools/call",
-                json!({ "name": "slow_compute", "arguments": { "seconds": 60, "label": "left" } }),
-            )
-            .await
-    });
-    event(&file, "started slow_compute").await;
+    let running = Running::start(
+        gw.as_owner("alice"),
+        &file,
+        "slow_compute",
+        json!({ "seconds": 60, "label": "left" }),
+    )
+    .await;
     // A second process, for this call while the first runs; bounded: the
     // first call may meet it still starting (20 connect waits).
     let mut second = None;
@@ -365,8 +358,7 @@ async fn a_new_session_is_answered_while_the_primary_process_starts_again() {
     // The primary's call goes unanswered: its process ends, and its next
     // start takes 30 s.
     std::fs::write(&slow, b"").unwrap();
-    running.abort();
-    assert!(running.await.is_err());
+    running.leave().await;
     let init = json!({
         "protocolVersion": "2025-11-25",
         "capabilities": {},
@@ -402,17 +394,14 @@ async fn a_cancelled_handlers_question_never_reaches_a_call_waiting_on_its_proce
     let a = a["taskId"].as_str().unwrap().to_owned();
     let t = gw.status(&a, "input_required").await;
     let key = crate::harness::first_question(&t);
-    let bob = gw.as_owner("bob");
-    let running = tokio::spawn(async move {
-        bob.send(
-            "tools/call",
-            json!({ "name": "stubborn_question", "arguments": { "seconds": 1 } }),
-        )
-        .await
-    });
-    event(&file, "started stubborn_question").await;
-    running.abort();
-    assert!(running.await.is_err());
+    let running = Running::start(
+        gw.as_owner("bob"),
+        &file,
+        "stubborn_question",
+        json!({ "seconds": 1 }),
+    )
+    .await;
+    running.leave().await;
     event(&file, "stubborn refused").await;
     let t = gw.get(&a).await;
     assert!(
@@ -429,4 +418,27 @@ async fn a_cancelled_handlers_question_never_reaches_a_call_waiting_on_its_proce
         text(&gw.status(&a, "completed").await["result"]),
         "Deleted a.txt."
     );
+}
+
+/// A call of the gateway's caller that runs upstream until the caller goes
+/// away.
+struct Running(tokio::task::JoinHandle<mcp_task_layer::JsonRpcResponse>);
+
+impl Running {
+    /// `tool` called by `gw`'s caller, once the upstream says it started.
+    async fn start(gw: Gateway, events: &std::path::Path, tool: &str, args: Value) -> Self {
+        let name = tool.to_owned();
+        let call = tokio::spawn(async move {
+            gw.send("tools/call", json!({ "name": name, "arguments": args }))
+                .await
+        });
+        event(events, &format!("started {tool}")).await;
+        Running(call)
+    }
+
+    /// The caller goes away: the call is dropped unanswered.
+    async fn leave(self) {
+        self.0.abort();
+        assert!(self.0.await.is_err(), "the call was still running");
+    }
 }
