@@ -94,19 +94,9 @@ async fn a_question_the_client_never_answers_does_not_hold_the_process() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_waiting_to_resume_leaves_the_running_calls_questions_to_it() {
     let (_dir, file) = events_file();
-    let Some(up) = python(&file) else { return };
-    let cfg = ProxyConfig::default()
-        .with_connect_wait(Duration::from_secs(10))
-        .with_upstream_processes(1)
-        .with_tool_policy("confirm_delete", TaskPolicy::Task)
-        .with_tool_policy("late_question", TaskPolicy::Sync);
-    let gw = Gateway::with_config(up, cfg).await;
-    let a = gw
-        .call("confirm_delete", json!({ "filename": "a.txt" }))
-        .await;
-    let a = a["taskId"].as_str().unwrap().to_owned();
-    let t = gw.status(&a, "input_required").await;
-    let key = crate::harness::first_question(&t);
+    let Some((gw, a, key)) = waiting_on_one_process(&file, "late_question").await else {
+        return;
+    };
     // B, a 2025-11-25 call that is no task: its question is relayed to its
     // client (which answers "Grace").
     let b = {
@@ -381,19 +371,9 @@ async fn a_new_session_is_answered_while_the_primary_process_starts_again() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_handlers_question_never_reaches_a_call_waiting_on_its_process() {
     let (_dir, file) = events_file();
-    let Some(up) = python(&file) else { return };
-    let cfg = ProxyConfig::default()
-        .with_connect_wait(Duration::from_secs(20))
-        .with_upstream_processes(1)
-        .with_tool_policy("confirm_delete", TaskPolicy::Task)
-        .with_tool_policy("stubborn_question", TaskPolicy::Sync);
-    let gw = Gateway::with_config(up, cfg).await;
-    let a = gw
-        .call("confirm_delete", json!({ "filename": "a.txt" }))
-        .await;
-    let a = a["taskId"].as_str().unwrap().to_owned();
-    let t = gw.status(&a, "input_required").await;
-    let key = crate::harness::first_question(&t);
+    let Some((gw, a, key)) = waiting_on_one_process(&file, "stubborn_question").await else {
+        return;
+    };
     let running = Running::start(
         gw.as_owner("bob"),
         &file,
@@ -441,4 +421,28 @@ impl Running {
         self.0.abort();
         assert!(self.0.await.is_err(), "the call was still running");
     }
+}
+
+/// A gateway over one upstream process (writing its events to `events`;
+/// `sync` a synchronous tool), on which alice's `confirm_delete` task
+/// waits for her answer: the gateway, the task and its question's key.
+/// `None` without the Python upstream.
+async fn waiting_on_one_process(
+    events: &std::path::Path,
+    sync: &str,
+) -> Option<(Gateway, String, String)> {
+    let up = python(events)?;
+    let cfg = ProxyConfig::default()
+        .with_connect_wait(Duration::from_secs(20))
+        .with_upstream_processes(1)
+        .with_tool_policy("confirm_delete", TaskPolicy::Task)
+        .with_tool_policy(sync, TaskPolicy::Sync);
+    let gw = Gateway::with_config(up, cfg).await;
+    let a = gw
+        .call("confirm_delete", json!({ "filename": "a.txt" }))
+        .await;
+    let a = a["taskId"].as_str().unwrap().to_owned();
+    let t = gw.status(&a, "input_required").await;
+    let key = crate::harness::first_question(&t);
+    Some((gw, a, key))
 }
