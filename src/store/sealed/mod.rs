@@ -40,7 +40,10 @@ pub use keyring::{SealKeyError, SealKeyRing, SEAL_KEY_BYTES};
 /// (`-32603`) and status message say that its stored data could not be
 /// opened and why (which field, which key id; never any content). Nothing
 /// is written back: the stored record is untouched, so putting the missing
-/// key back in the ring makes the task readable again. A record written
+/// key back in the ring makes the task readable again. The one exception
+/// is an operator's cancel of such a task while it is unfinished: it is
+/// written as stored, cancelled, and its private fields are gone with it,
+/// as for any cancelled task. A record written
 /// before sealing was turned on has no sealed field and reads as it is;
 /// its next write seals it. A sealed record read by a layer whose store is
 /// not wrapped in a `SealedStore` reads as failed the same way (no key
