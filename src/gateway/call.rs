@@ -264,24 +264,28 @@ impl UpstreamCall {
     async fn answered(&mut self, sink: &RunSink) {
         self.done = true;
         self.calls.unregister(self.link.serial, self.id);
-        while let Ok(event) = self.events.try_recv() {
-            match event {
-                CallEvent::Ask { id, .. } => self.refuse_ended(id),
-                CallEvent::Progress(params) => sink.progress(&params),
-                CallEvent::Note { method, params } => sink.note(method, params),
-            }
-        }
+        self.drain_leftovers(Some(sink));
         sink.flushed().await;
     }
 
-    /// Questions routed to the call that it never took (one that came with
-    /// its answer, read after it): the upstream waits for each, so each is
-    /// answered, with an error. Nothing reaches the call once it is
-    /// unregistered (a question then gets the table's own answer).
+    /// [`drain_leftovers`](Self::drain_leftovers) of a call that ended
+    /// without its answer: its progress and notes go nowhere.
     fn refuse_leftovers(&mut self) {
+        self.drain_leftovers(None);
+    }
+
+    /// What was routed to the call and it never took (what came with its
+    /// answer, read after it): each question is answered, with an error
+    /// (the upstream waits for it); progress and notes go to `sink` if
+    /// there is one. Nothing reaches the call once it is unregistered (a
+    /// question then gets the table's own answer).
+    fn drain_leftovers(&mut self, sink: Option<&RunSink>) {
         while let Ok(event) = self.events.try_recv() {
-            if let CallEvent::Ask { id, .. } = event {
-                self.refuse_ended(id);
+            match (event, sink) {
+                (CallEvent::Ask { id, .. }, _) => self.refuse_ended(id),
+                (CallEvent::Progress(params), Some(sink)) => sink.progress(&params),
+                (CallEvent::Note { method, params }, Some(sink)) => sink.note(method, params),
+                (CallEvent::Progress(_) | CallEvent::Note { .. }, None) => {}
             }
         }
     }

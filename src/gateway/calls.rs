@@ -321,15 +321,15 @@ impl Calls {
                 .map(|r| r.events.clone())
                 .ok_or(NoCall::Ended);
         }
+        if link.is_tainted() {
+            return Err(NoCall::Tainted);
+        }
         let on_link: Vec<&Running> = running
             .iter()
             .filter(|((s, _), _)| *s == serial)
             .map(|(_, r)| r)
             .collect();
         let active: Vec<&&Running> = on_link.iter().filter(|r| !r.parked).collect();
-        if link.is_tainted() {
-            return Err(NoCall::Tainted);
-        }
         match (active.as_slice(), on_link.as_slice()) {
             ([one], _) => Ok(one.events.clone()),
             ([], [one]) => Ok(one.events.clone()),

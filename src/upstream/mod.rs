@@ -440,8 +440,7 @@ impl Upstream {
             lane.usage().active = true;
             return Some(lane);
         }
-        let starting = lanes.iter().filter(|l| !l.is_up()).count();
-        if lanes.len() < self.max_lanes && starting < self.max_starting {
+        if lanes.len() < self.max_lanes && starting(&lanes) < self.max_starting {
             let lane = self.new_lane();
             lane.usage().active = true;
             lanes.push(Arc::clone(&lane));
@@ -453,7 +452,7 @@ impl Upstream {
     /// Why no lane was free for a call in its wait.
     fn none_free(&self) -> JsonRpcError {
         let lanes = self.lock_lanes();
-        let starting = lanes.iter().filter(|l| !l.is_up()).count();
+        let starting = starting(&lanes);
         let failed = lanes
             .iter()
             .find_map(|l| l.failure())
@@ -505,7 +504,7 @@ impl Upstream {
         };
         // Closed if this future is dropped (its lane stopped): its process
         // ends with it.
-        let mut opening = Opening(Some(Arc::clone(&link)));
+        let mut opening = session::Opening(Some(Arc::clone(&link)));
         let ready = async {
             let info = session::initialize(&link).await?;
             let tools = session::list_tools(&link)
@@ -531,16 +530,10 @@ impl Upstream {
     }
 }
 
-/// A connection whose handshake is under way, closed if the handshake is
-/// given up.
-struct Opening(Option<Arc<Link>>);
-
-impl Drop for Opening {
-    fn drop(&mut self) {
-        if let Some(link) = self.0.take() {
-            link.close("the gateway stopped before the upstream's handshake ended".to_owned());
-        }
-    }
+/// How many of `lanes` are without a live connection (starting, or
+/// waiting to start again).
+fn starting(lanes: &[Arc<Lane>]) -> usize {
+    lanes.iter().filter(|l| !l.is_up()).count()
 }
 
 impl Connector for Upstream {

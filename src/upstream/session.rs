@@ -1,6 +1,8 @@
 //! The MCP handshake with the upstream, as a client: `initialize` in the
 //! newest version both sides speak, `notifications/initialized`, and the
-//! upstream's tools.
+//! upstream's tools; a connection whose handshake is given up is closed.
+
+use std::sync::Arc;
 
 use serde_json::{json, Value};
 
@@ -104,4 +106,16 @@ pub(crate) async fn list_tools(link: &Link) -> Result<Vec<Value>, JsonRpcError> 
     Err(JsonRpcError::internal(format!(
         "the upstream's tools/list went on past {MAX_TOOL_PAGES} pages"
     )))
+}
+
+/// A connection whose handshake is under way, closed if the handshake is
+/// given up.
+pub(super) struct Opening(pub(super) Option<Arc<Link>>);
+
+impl Drop for Opening {
+    fn drop(&mut self) {
+        if let Some(link) = self.0.take() {
+            link.close("the gateway stopped before the upstream's handshake ended".to_owned());
+        }
+    }
 }
