@@ -81,5 +81,123 @@ async fn redis_lists_every_task_from_the_status_indexes() {
         ids(TaskQuery::new()).await,
         ["t5", "t4", "t3", "t2", "t1", "t0"]
     );
+
+    // A member in two status indexes (an older version wrote the task in
+    // between): taken once by the merge, on one page or across two.
+    let member = list_member(&mut conn, &prefix, "t4").await;
+    let () = ::redis::cmd("ZADD")
+        .arg(format!("{prefix}:ops:st:working"))
+        .arg(0)
+        .arg(member)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(
+        ids(TaskQuery::new()).await,
+        ["t5", "t4", "t3", "t2", "t1", "t0"]
+    );
+    let page = ops(&store).find(&TaskQuery::new(), T0 + 20).await.unwrap();
+    assert_eq!(
+        page.tasks.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
+        ["t5", "t4", "t3", "t2", "t1", "t0"]
+    );
+    p.drop_all().await;
+}
+
+/// The list member of a task created at `created` (`keys.rs`): the time as
+/// 20 digits with the sign bit flipped, `:`, the id.
+fn member_at(created: i64, id: &str) -> String {
+    format!(
+        "{:020}:{id}",
+        u64::from_ne_bytes(created.to_ne_bytes()) ^ (1 << 63)
+    )
+}
+
+/// `n` members of tasks that are gone (Redis deleted them by their key's
+/// TTL, which leaves their index members), newer than `T0`, added to `key`.
+async fn dead_members(conn: &mut ::redis::aio::MultiplexedConnection, key: &str, n: i64) {
+    let mut zadd = ::redis::cmd("ZADD");
+    zadd.arg(key);
+    for i in 1..=n {
+        zadd.arg(0).arg(member_at(T0 + i, &format!("gone{i}")));
+    }
+    let () = zadd.query_async(conn).await.unwrap();
+}
+
+/// 2,500 dead members above one live task in its status index: an
+/// operator's page examines at most `WALK_BUDGET` of them and says where
+/// it stopped (no script walks them all at once); the next page finds the
+/// task, and the walk has dropped every dead member it met.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_operator_walk_over_dead_members_stops_at_its_budget() {
+    let Some(url) = url() else { return };
+    let p = Prefixes::new(&url, "stdead");
+    let prefix = p.next();
+    let store = p.store(&prefix).await;
+    store
+        .create(record("live", Some("alice"), T0, None))
+        .await
+        .unwrap();
+    let mut conn = connection(&url).await;
+    let index = format!("{prefix}:ops:st:working");
+    dead_members(&mut conn, &index, 2_500).await;
+
+    let query = TaskQuery::new().limit(10);
+    let first = ops(&store).find(&query, T0 + 10).await.unwrap();
+    assert!(first.tasks.is_empty());
+    let at = first.walked_to.expect("the walk stops at its budget");
+    // 2,000 members examined, newest first: gone2500 down to gone501.
+    assert_eq!(at.position(), (T0 + 501, "gone501"));
+    let next = ops(&store)
+        .find(&query.clone().after(at), T0 + 10)
+        .await
+        .unwrap();
+    assert!(next.walked_to.is_none());
+    assert_eq!(
+        next.tasks.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
+        ["live"]
+    );
+    let left: usize = ::redis::cmd("ZCARD")
+        .arg(&index)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(left, 1, "only the live task's member is left");
+    p.drop_all().await;
+}
+
+/// A client's listing over 2,500 dead members (more than one `list` call
+/// examines) still finds the live task below them, and the one after it
+/// on the next page.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_listing_goes_on_past_dead_members() {
+    let Some(url) = url() else { return };
+    let p = Prefixes::new(&url, "lsdead");
+    let prefix = p.next();
+    let store = p.store(&prefix).await;
+    for (id, at) in [("older", T0 - 1), ("live", T0)] {
+        store
+            .create(record(id, Some("alice"), at, None))
+            .await
+            .unwrap();
+    }
+    let mut conn = connection(&url).await;
+    dead_members(&mut conn, &format!("{prefix}:list:modern:=alice"), 2_500).await;
+    let page = store
+        .list(ListQuery::new(Some("alice"), Era::Modern, 1, T0 + 10))
+        .await
+        .unwrap();
+    assert_eq!(
+        page.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
+        ["live"]
+    );
+    let page = store
+        .list(ListQuery::new(Some("alice"), Era::Modern, 5, T0 + 10).after(T0, "live"))
+        .await
+        .unwrap();
+    assert_eq!(
+        page.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
+        ["older"]
+    );
     p.drop_all().await;
 }

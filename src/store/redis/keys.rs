@@ -98,6 +98,13 @@ pub(super) fn member(created_at_ms: i64, id: &str) -> String {
     format!("{sortable:020}:{id}")
 }
 
+/// The `(created_at_ms, id)` a list member was made of, if it is one.
+pub(super) fn unmember(member: &str) -> Option<(i64, &str)> {
+    let (sortable, id) = (member.get(..20)?, member.get(21..)?);
+    let sortable: u64 = sortable.parse().ok()?;
+    Some((i64::from_ne_bytes((sortable ^ (1 << 63)).to_ne_bytes()), id))
+}
+
 /// The member of a record's list index.
 pub(super) fn member_of(record: &TaskRecord) -> String {
     member(record.created_at_ms, &record.id)
@@ -124,6 +131,11 @@ mod tests {
         assert!(ordered
             .iter()
             .all(|m| m.as_bytes()[20] == b':' && m.len() == 22));
+        for (created, id) in [(i64::MIN, "a"), (-1, "z:y"), (0, ""), (i64::MAX, "é")] {
+            assert_eq!(unmember(&member(created, id)), Some((created, id)));
+        }
+        assert_eq!(unmember("12:a"), None);
+        assert_eq!(unmember("0000000000000000000x:a"), None);
     }
 
     #[test]

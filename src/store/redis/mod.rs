@@ -26,6 +26,7 @@ mod batch;
 mod feed;
 mod fields;
 mod keys;
+mod listing;
 mod operator;
 mod options;
 mod scripts;
@@ -36,6 +37,7 @@ use batch::Batches;
 use feed::Feed;
 use fields::{decode, Fields};
 use keys::{member, Keys};
+use listing::{ListCall, SCAN_CAP};
 pub use options::{InvalidPrefix, RedisOptions, DEFAULT_PREFIX};
 use scripts::Scripts;
 
@@ -314,27 +316,35 @@ impl RedisStore {
             .map_err(backend)
     }
 
+    /// The client's listing: `list` calls of at most [`SCAN_CAP`] members
+    /// each, until the page is full or the index ends, so that no call
+    /// walks an index of dead members whole.
     async fn list_records(&self, q: ListQuery<'_>) -> Result<Vec<Arc<TaskRecord>>> {
-        if q.limit == 0 {
-            return Ok(Vec::new());
-        }
         let k = &self.inner.keys;
-        let list = k.list(q.owner, q.era);
-        let before = q
+        let keys = [k.list(q.owner, q.era)];
+        let mut max = q
             .after
             .map_or_else(|| "+".to_owned(), |(c, id)| format!("({}", member(c, id)));
-        let rows: Vec<String> = self
-            .read(|mut conn| {
-                let mut invocation = self.inner.scripts.list.key(&list);
-                invocation
-                    .arg(q.now_ms)
-                    .arg(q.limit)
-                    .arg(&before)
-                    .arg(&k.task_head);
-                async move { invocation.invoke_async(&mut conn).await }
-            })
-            .await?;
-        rows.iter().map(|json| decode(json).map(Arc::new)).collect()
+        let mut out = Vec::new();
+        while out.len() < q.limit {
+            let listed = self
+                .list_call(ListCall {
+                    keys: &keys,
+                    max: &max,
+                    min: "-",
+                    limit: q.limit - out.len(),
+                    cap: SCAN_CAP,
+                    now_ms: q.now_ms,
+                })
+                .await?;
+            let next = listed.next_max();
+            out.extend(listed.records.into_iter().map(Arc::new));
+            match next {
+                Some(next) if !listed.done => max = next,
+                _ => break,
+            }
+        }
+        Ok(out)
     }
 
     async fn orphan_records(&self, now_ms: i64, limit: usize) -> Result<Vec<Arc<TaskRecord>>> {

@@ -3,20 +3,19 @@
 //! listing sets of both eras merged (the smallest the query names), newest
 //! first by their members, which sort as `(created_at_ms, id)`; the `list`
 //! script reads a batch, the rest of the query is applied here, and a walk
-//! reads at most [`WALK_BUDGET`] records a page.
+//! examines at most [`WALK_BUDGET`] members a page, live or not.
 
 use std::sync::Arc;
 
-use super::fields::decode;
 use super::keys::{member, STATUSES};
+use super::listing::{ListCall, SCAN_CAP};
 use super::{backend, RedisStore};
 use crate::protocol::TaskStatus;
 use crate::store::operator::{
     queued_since_ms, OperatorStore, TaskQuery, TaskStats, WaitingTask, LONGEST_WAITING,
 };
 use crate::store::{
-    BoxFuture, EndedCounts, EndedQuery, Error, Found, Lease, Purged, Result, TaskCursor,
-    TaskRecord, WALK_BUDGET,
+    BoxFuture, EndedCounts, EndedQuery, Error, Found, Lease, Purged, Result, WALK_BUDGET,
 };
 
 /// Members read per `list` call beyond what a page still lacks.
@@ -26,36 +25,6 @@ const SLACK: usize = 16;
 const MAX_BATCH: usize = 1_000;
 
 impl RedisStore {
-    /// One `list` call on `keys` (read at once, merged): at most `limit`
-    /// live records below the exclusive bound `max`, down to the inclusive
-    /// bound `min`, newest first.
-    async fn batch(
-        &self,
-        keys: &[String],
-        max: &str,
-        min: &str,
-        limit: usize,
-        now_ms: i64,
-    ) -> Result<Vec<TaskRecord>> {
-        let k = &self.inner.keys;
-        let rows: Vec<String> = self
-            .read(|mut conn| {
-                let mut invocation = self.inner.scripts.list.prepare_invoke();
-                for key in keys {
-                    invocation.key(key);
-                }
-                invocation
-                    .arg(now_ms)
-                    .arg(limit)
-                    .arg(max)
-                    .arg(&k.task_head)
-                    .arg(min);
-                async move { invocation.invoke_async(&mut conn).await }
-            })
-            .await?;
-        rows.iter().map(|json| decode(json)).collect()
-    }
-
     async fn find_records(&self, query: &TaskQuery, now_ms: i64) -> Result<Found> {
         let indexes = self.narrowest(query).await?;
         // Exclusive upper bounds; the smaller one holds.
@@ -77,24 +46,26 @@ impl RedisStore {
             .map_or_else(|| "-".to_owned(), |at| format!("[{}", member(at, "")));
         let limit = query.page_size();
         let mut out = Vec::new();
+        // Members examined, live or not: a page examines at most
+        // `WALK_BUDGET`, each call at most `SCAN_CAP`.
         let mut read = 0;
         // Batches grow while they find little, up to `MAX_BATCH`.
         let mut grow = 0;
         loop {
-            let want = (limit - out.len())
-                .saturating_add(SLACK)
-                .max(grow)
-                .min(WALK_BUDGET - read);
-            let batch = self.batch(&indexes, &max, &min, want, now_ms).await?;
-            // Fewer than `want`: every index read to its end.
-            let exhausted = batch.len() < want;
-            let Some(last) = batch.last() else {
-                return Ok(Found::all(out));
-            };
-            let at = TaskCursor::at(last.created_at_ms, last.id.as_str());
-            max = format!("({}", member(last.created_at_ms, &last.id));
-            read += batch.len();
-            for record in batch {
+            let want = (limit - out.len()).saturating_add(SLACK).max(grow);
+            let listed = self
+                .list_call(ListCall {
+                    keys: &indexes,
+                    max: &max,
+                    min: &min,
+                    limit: want,
+                    cap: (WALK_BUDGET - read).min(SCAN_CAP),
+                    now_ms,
+                })
+                .await?;
+            read += listed.seen;
+            let (next, at) = (listed.next_max(), listed.cursor());
+            for record in listed.records {
                 if query.matches(&record, now_ms) {
                     out.push(Arc::new(record));
                     if out.len() == limit {
@@ -102,12 +73,16 @@ impl RedisStore {
                     }
                 }
             }
-            if exhausted {
+            let (Some(next), false) = (next, listed.done) else {
                 return Ok(Found::all(out));
-            }
+            };
             if read >= WALK_BUDGET {
-                return Ok(Found::stopped(out, at));
+                return Ok(match at {
+                    Some(at) => Found::stopped(out, at),
+                    None => Found::all(out),
+                });
             }
+            max = next;
             grow = (want * 2).min(MAX_BATCH);
         }
     }

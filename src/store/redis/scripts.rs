@@ -231,13 +231,17 @@ return out
 /// read as one (an operator's status indexes: one call, so that a task
 /// whose status changes meanwhile is in exactly one of them). ARGV: now,
 /// limit, the exclusive upper bound (`+` or `(<member>`), the task key
-/// head, and optionally the lower bound (`-` by default). At most `limit`
-/// records, newest first across the indexes (their members merged in
-/// byte order, the order of one index), skipping expired ones; members
-/// whose task is gone (deleted by the key TTL) are dropped from their
-/// index.
+/// head, the inclusive lower bound (`-` for none), and the most members
+/// this call examines. Newest first across the indexes (their members
+/// merged in byte order, the order of one index; a member in two of them
+/// is taken once), at most `limit` live records, skipping expired ones;
+/// members whose task is gone (deleted by the key TTL) are dropped from
+/// their index. Answers `{records, last member examined (or ''), members
+/// examined, 1 if every index was read to its end}`: a call stops at the
+/// cap however many dead members lie ahead, and the caller goes on below
+/// the last member or stops there.
 const LIST: &str = r"
-local out, now, limit, min = {}, tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[5] or '-'
+local out, now, limit, min, cap = {}, tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[5], tonumber(ARGV[6])
 local function before(a, b)
     for i = 1, math.min(#a, #b) do
         local x, y = string.byte(a, i), string.byte(b, i)
@@ -245,25 +249,31 @@ local function before(a, b)
     end
     return #a < #b
 end
-local heads = {}
+local heads, seen, last, done = {}, 0, '', 0
 for i, key in ipairs(KEYS) do heads[i] = { key = key, max = ARGV[3], buf = {}, pos = 1 } end
-while #out < limit do
+while #out < limit and seen < cap do
     local best
     for _, h in ipairs(heads) do
         if not h.done and h.pos > #h.buf then
-            h.buf, h.pos = redis.call('ZREVRANGEBYLEX', h.key, h.max, min, 'LIMIT', 0, limit - #out), 1
+            local n = math.min(limit - #out, cap - seen)
+            h.buf, h.pos = redis.call('ZREVRANGEBYLEX', h.key, h.max, min, 'LIMIT', 0, n), 1
             h.done = #h.buf == 0
         end
         if not h.done and (not best or before(best.buf[best.pos], h.buf[h.pos])) then best = h end
     end
-    if not best then break end
-    local m = best.buf[best.pos]
-    best.pos, best.max = best.pos + 1, '(' .. m
+    if not best then done = 1 break end
+    local m, from = best.buf[best.pos], {}
+    for _, h in ipairs(heads) do
+        if not h.done and h.buf[h.pos] == m then
+            h.pos, h.max, from[#from + 1] = h.pos + 1, '(' .. m, h.key
+        end
+    end
+    seen, last = seen + 1, m
     local r = redis.call('HMGET', ARGV[4] .. string.sub(m, 22) .. '}', 'rec', 'exp')
-    if not r[1] then redis.call('ZREM', best.key, m)
+    if not r[1] then for _, key in ipairs(from) do redis.call('ZREM', key, m) end
     elseif r[2] == '' or tonumber(r[2]) > now then out[#out + 1] = r[1] end
 end
-return out
+return { out, last, seen, done }
 ";
 
 /// `orphans`. KEYS: leases. ARGV: now, limit, the task key head. `working`
