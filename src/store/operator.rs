@@ -319,17 +319,24 @@ impl TaskStats {
             .or_default() += 1;
     }
 
+    /// One live `input_required` task, waiting since `since_ms`.
+    pub(crate) fn waiting(&mut self, id: &str, since_ms: i64) {
+        older(&mut self.oldest_input_required, id, since_ms);
+        keep_longest(&mut self.longest_input_required, id, since_ms);
+    }
+
+    /// One queued task, queued since `since_ms`: the oldest kept.
+    pub(crate) fn queued_since(&mut self, id: &str, since_ms: i64) {
+        older(&mut self.oldest_queued, id, since_ms);
+    }
+
     /// Count one live task.
     pub(crate) fn saw(&mut self, r: &TaskRecord, now_ms: i64) {
         self.count_status(r.status);
         match (r.status, &r.lease) {
             (TaskStatus::Working, Some(lease)) if lease.is_queued() => {
                 self.queued += 1;
-                older(
-                    &mut self.oldest_queued,
-                    &r.id,
-                    queued_since_ms(lease.until_ms),
-                );
+                self.queued_since(&r.id, queued_since_ms(lease.until_ms));
             }
             (TaskStatus::Working, Some(lease)) if lease.until_ms >= now_ms => {
                 *self
@@ -337,10 +344,7 @@ impl TaskStats {
                     .entry(lease.holder.clone())
                     .or_default() += 1;
             }
-            (TaskStatus::InputRequired, _) => {
-                older(&mut self.oldest_input_required, &r.id, r.updated_at_ms);
-                keep_longest(&mut self.longest_input_required, &r.id, r.updated_at_ms);
-            }
+            (TaskStatus::InputRequired, _) => self.waiting(&r.id, r.updated_at_ms),
             _ => {}
         }
     }

@@ -201,3 +201,77 @@ async fn redis_listing_goes_on_past_dead_members() {
     );
     p.drop_all().await;
 }
+
+/// The operator's counts and the ended tasks are read a chunk of 1,000
+/// members per call: over more than one chunk of each index (queued
+/// tasks in `leases`, waiting ones, expired ones, ended ones) every member
+/// is counted once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_operator_counts_read_every_chunk() {
+    use mcp_task_layer::store::{EndedQuery, Lease};
+    let Some(url) = url() else { return };
+    let p = Prefixes::new(&url, "stchunks");
+    let prefix = p.next();
+    let store = p.store(&prefix).await;
+    let now = T0 + 100_000;
+    let mut records = Vec::new();
+    for i in 0..2_100 {
+        let mut r = record(&format!("q{i}"), None, T0, None);
+        r.lease = Some(Lease {
+            holder: Lease::QUEUED.into(),
+            fence: 1,
+            until_ms: T0 + 5_000 - i,
+        });
+        records.push(r);
+    }
+    for i in 0..1_001 {
+        let mut r = record(&format!("ask{i}"), None, T0, None);
+        r.status = TaskStatus::InputRequired;
+        r.updated_at_ms = T0 + 3_000 - i;
+        records.push(r);
+        for (id, ttl) in [(format!("old{i}"), Some(1_000)), (format!("done{i}"), None)] {
+            let mut r = record(&id, None, T0, ttl);
+            r.status = TaskStatus::Completed;
+            r.arguments = None;
+            r.updated_at_ms = T0 + 10 + i;
+            records.push(r);
+        }
+    }
+    let mut writes = tokio::task::JoinSet::new();
+    for part in records.chunks(500) {
+        let (store, part) = (store.clone(), part.to_vec());
+        writes.spawn(async move {
+            for r in part {
+                store.create(r).await.unwrap();
+            }
+        });
+    }
+    while let Some(done) = writes.join_next().await {
+        done.unwrap();
+    }
+
+    let stats = ops(&store).stats(now).await.unwrap();
+    assert_eq!(stats.count(TaskStatus::Working), 2_100);
+    assert_eq!(stats.queued, 2_100);
+    assert_eq!(stats.count(TaskStatus::InputRequired), 1_001);
+    assert_eq!(
+        stats.count(TaskStatus::Completed),
+        1_001,
+        "less the expired"
+    );
+    let queued = stats.oldest_queued.expect("a queued task");
+    assert_eq!((queued.id.as_str(), queued.since_ms), ("q2099", T0 + 2_902));
+    let longest: Vec<&str> = stats
+        .longest_input_required
+        .iter()
+        .map(|w| w.id.as_str())
+        .collect();
+    assert_eq!(longest.len(), 10);
+    assert_eq!(longest[..2], ["ask1000", "ask999"]);
+    let ended = ops(&store)
+        .ended(EndedQuery::last(100_000, 100_000, now))
+        .await
+        .unwrap();
+    assert_eq!(ended.totals(), [1_001, 0, 0]);
+    p.drop_all().await;
+}

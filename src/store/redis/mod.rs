@@ -23,6 +23,7 @@ use crate::store::{
 };
 
 mod batch;
+mod chunks;
 mod feed;
 mod fields;
 mod keys;

@@ -5,15 +5,15 @@
 //! script reads a batch, the rest of the query is applied here, and a walk
 //! examines at most [`WALK_BUDGET`] members a page, live or not.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
+use super::chunks::number;
 use super::keys::{member, STATUSES};
 use super::listing::{ListCall, SCAN_CAP};
 use super::{backend, RedisStore};
 use crate::protocol::TaskStatus;
-use crate::store::operator::{
-    queued_since_ms, OperatorStore, TaskQuery, TaskStats, WaitingTask, LONGEST_WAITING,
-};
+use crate::store::operator::{queued_since_ms, OperatorStore, TaskQuery, TaskStats};
 use crate::store::{
     BoxFuture, EndedCounts, EndedQuery, Error, Found, Lease, Purged, Result, WALK_BUDGET,
 };
@@ -89,92 +89,89 @@ impl RedisStore {
 
     async fn stats_now(&self, now_ms: i64) -> Result<TaskStats> {
         let k = &self.inner.keys;
-        let counts: Vec<redis::Value> = self
-            .read(|mut conn| {
-                let mut invocation = self.inner.scripts.stats.key(&k.expiry);
-                for status in STATUSES {
-                    invocation.key(k.status(status));
-                }
-                invocation
-                    .arg(now_ms)
-                    .arg(&k.task_head)
-                    .arg(&k.status_head)
-                    .arg(LONGEST_WAITING);
-                async move { invocation.invoke_async(&mut conn).await }
-            })
-            .await?;
-        let text = |v: &redis::Value| -> Result<String> {
-            redis::from_redis_value_ref(v).map_err(|e| Error::Decode(Box::new(e)))
-        };
+        let scripts = &self.inner.scripts;
+        let (now, head) = (now_ms.to_string(), k.task_head.as_str());
         let mut stats = TaskStats {
             at_ms: now_ms,
             ..TaskStats::default()
         };
-        for (status, n) in STATUSES.iter().zip(&counts) {
-            let n: i64 = redis::from_redis_value_ref(n).map_err(|e| Error::Decode(Box::new(e)))?;
-            if n > 0 {
-                stats
-                    .by_status
-                    .insert(status.as_str().to_owned(), u64::try_from(n).unwrap_or(0));
-            }
+        let mut pipe = redis::pipe();
+        for status in STATUSES {
+            pipe.cmd("ZCARD").arg(k.status(status));
         }
-        for pair in counts[STATUSES.len().min(counts.len())..].chunks_exact(2) {
-            let since_ms = text(&pair[1])?
-                .parse()
-                .map_err(|e| Error::Decode(Box::new(e)))?;
-            stats.longest_input_required.push(WaitingTask {
-                id: text(&pair[0])?,
-                since_ms,
-            });
-        }
-        stats.oldest_input_required = stats.longest_input_required.first().cloned();
-        let fleet: Vec<String> = self
+        let sizes: Vec<u64> = self
             .read(|mut conn| {
-                let mut invocation = self.inner.scripts.fleet.key(&k.leases);
-                invocation.arg(now_ms).arg(&k.task_head).arg(Lease::QUEUED);
-                async move { invocation.invoke_async(&mut conn).await }
+                let pipe = pipe.clone();
+                async move { pipe.query_async(&mut conn).await }
             })
             .await?;
-        let number =
-            |text: &str| -> Result<i64> { text.parse().map_err(|e| Error::Decode(Box::new(e))) };
-        if let [queued, first, first_at, holders @ ..] = &fleet[..] {
-            stats.queued = u64::try_from(number(queued)?).unwrap_or(0);
-            if !first.is_empty() {
-                stats.oldest_queued = Some(WaitingTask {
-                    id: first.clone(),
-                    since_ms: queued_since_ms(number(first_at)?),
-                });
+        let mut counts: HashMap<String, u64> = STATUSES
+            .iter()
+            .zip(sizes)
+            .map(|(status, n)| (status.as_str().to_owned(), n))
+            .collect();
+        // Less the expired tasks each index still holds (reaped soon).
+        self.chunks(&scripts.expired, &[&k.expiry], &[&now, head], |pairs| {
+            for pair in pairs.chunks_exact(2) {
+                if let Some(n) = counts.get_mut(&pair[0]) {
+                    *n = n.saturating_sub(number(&pair[1])?);
+                }
             }
-            for pair in holders.chunks_exact(2) {
-                let n = u64::try_from(number(&pair[1])?).unwrap_or(0);
-                stats.running_by_holder.insert(pair[0].clone(), n);
+            Ok(())
+        })
+        .await?;
+        stats.by_status = counts.into_iter().filter(|(_, n)| *n > 0).collect();
+        let waiting = k.status(TaskStatus::InputRequired);
+        self.chunks(&scripts.waiting, &[&waiting], &[&now, head], |pairs| {
+            for pair in pairs.chunks_exact(2) {
+                stats.waiting(&pair[0], number(&pair[1])?);
             }
-        }
+            Ok(())
+        })
+        .await?;
+        let queue = Lease::QUEUED;
+        self.chunks(
+            &scripts.fleet,
+            &[&k.leases],
+            &[&now, head, queue],
+            |fleet| {
+                let [queued, first, first_at, holders @ ..] = fleet else {
+                    return Err(Error::Decode("a short answer from `fleet`".into()));
+                };
+                stats.queued += number::<u64>(queued)?;
+                if !first.is_empty() {
+                    stats.queued_since(first, queued_since_ms(number(first_at)?));
+                }
+                for pair in holders.chunks_exact(2) {
+                    *stats.running_by_holder.entry(pair[0].clone()).or_default() +=
+                        number::<u64>(&pair[1])?;
+                }
+                Ok(())
+            },
+        )
+        .await?;
         Ok(stats)
     }
 
     async fn ended_records(&self, query: EndedQuery) -> Result<EndedCounts> {
         let k = &self.inner.keys;
-        let rows: Vec<String> = self
-            .read(|mut conn| {
-                let mut invocation = self.inner.scripts.ended.key(&k.ended);
-                invocation
-                    .arg(query.since_ms)
-                    .arg(query.now_ms)
-                    .arg(&k.task_head);
-                async move { invocation.invoke_async(&mut conn).await }
-            })
-            .await?;
+        let (since, now) = (query.since_ms.to_string(), query.now_ms.to_string());
+        let args = [since.as_str(), &now, &k.task_head];
         let mut counts = query.counts();
-        for pair in rows.chunks_exact(2) {
-            let (Some(status), Ok(at)) = (TaskStatus::from_wire(&pair[0]), pair[1].parse::<f64>())
-            else {
-                continue;
-            };
-            // Scores are whole milliseconds, exact in a double.
-            #[allow(clippy::cast_possible_truncation)]
-            counts.add(status, at as i64);
-        }
+        self.chunks(&self.inner.scripts.ended, &[&k.ended], &args, |pairs| {
+            for pair in pairs.chunks_exact(2) {
+                let (Some(status), Ok(at)) =
+                    (TaskStatus::from_wire(&pair[0]), pair[1].parse::<f64>())
+                else {
+                    continue;
+                };
+                // Scores are whole milliseconds, exact in a double.
+                #[allow(clippy::cast_possible_truncation)]
+                counts.add(status, at as i64);
+            }
+            Ok(())
+        })
+        .await?;
         Ok(counts)
     }
 

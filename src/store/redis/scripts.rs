@@ -167,44 +167,52 @@ end
 return n
 ";
 
-/// An operator's counts. KEYS: expiry, then each status index. ARGV: now,
-/// the task key head, the status index head, how many waiting tasks. For
-/// each status index its size less its expired members (reaped soon), then
-/// the id and `updated_at_ms` of each of the live `input_required` tasks
-/// that changed first, at most that many, first first.
-const STATS: &str = r"
-local now, out, expired = tonumber(ARGV[1]), {}, {}
-for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now)) do
+/// The operator's reads below walk an index by rank, a chunk a call
+/// (`redis/chunks.rs`): ARGV's last two are the chunk's first rank within
+/// the range read and its length, and the answer's first element is how
+/// many members the call read.
+///
+/// `expired`. KEYS: expiry. ARGV: now, the task key head, first, length.
+/// The expired ids' statuses, as status and count pairs.
+const EXPIRED: &str = r"
+local now, first, n = tonumber(ARGV[1]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local last = math.min(first + n, redis.call('ZCOUNT', KEYS[1], '-inf', now)) - 1
+local ids, counts, out = {}, {}, {}
+if last >= first then ids = redis.call('ZRANGE', KEYS[1], first, last) end
+for _, id in ipairs(ids) do
     local st = redis.call('HGET', ARGV[2] .. id .. '}', 'st')
-    if st then expired[st] = (expired[st] or 0) + 1 end
+    if st then counts[st] = (counts[st] or 0) + 1 end
 end
-for i = 2, #KEYS do
-    local st = string.sub(KEYS[i], #ARGV[3] + 1)
-    out[#out + 1] = redis.call('ZCARD', KEYS[i]) - (expired[st] or 0)
-end
-local waiting = {}
-for _, m in ipairs(redis.call('ZRANGE', ARGV[3] .. 'input_required', 0, -1)) do
+out[1] = tostring(#ids)
+for st, c in pairs(counts) do out[#out + 1] = st; out[#out + 1] = tostring(c) end
+return out
+";
+
+/// `waiting`. KEYS: the `input_required` status index. ARGV: now, the task
+/// key head, first, length. The id and `updated_at_ms` of each live task.
+const WAITING: &str = r"
+local now, first, n = tonumber(ARGV[1]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local ms = redis.call('ZRANGE', KEYS[1], first, first + n - 1)
+local out = { tostring(#ms) }
+for _, m in ipairs(ms) do
     local id = string.sub(m, 22)
     local r = redis.call('HMGET', ARGV[2] .. id .. '}', 'upd', 'exp')
     if r[1] and (r[2] == '' or tonumber(r[2]) > now) then
-        waiting[#waiting + 1] = { tonumber(r[1]), id }
+        out[#out + 1] = id; out[#out + 1] = r[1]
     end
-end
-table.sort(waiting, function(a, b) return a[1] < b[1] or (a[1] == b[1] and a[2] < b[2]) end)
-for i = 1, math.min(#waiting, tonumber(ARGV[4])) do
-    out[#out + 1] = waiting[i][2]; out[#out + 1] = tostring(waiting[i][1])
 end
 return out
 ";
 
-/// An operator's view of the fleet, from the `working` tasks under a
-/// lease. KEYS: leases. ARGV: now, the task key head, the queue's holder
-/// name. The number queued, the id and lease end of the one queued first
-/// (or two empty strings), then a holder and its count of tasks under a
-/// live lease, for each holder.
+/// `fleet`: an operator's view of the fleet, from the `working` tasks
+/// under a lease. KEYS: leases. ARGV: now, the task key head, the queue's
+/// holder name, first, length. The number queued, the id and lease end of
+/// the one queued first (or two empty strings), then a holder and its
+/// count of tasks under a live lease, for each holder.
 const FLEET: &str = r"
 local now, queued, first, first_at, first_text, running = tonumber(ARGV[1]), 0, '', nil, '', {}
-for _, id in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
+local ids = redis.call('ZRANGE', KEYS[1], tonumber(ARGV[4]), tonumber(ARGV[4]) + tonumber(ARGV[5]) - 1)
+for _, id in ipairs(ids) do
     local r = redis.call('HMGET', ARGV[2] .. id .. '}', 'hold', 'lease', 'exp', 'st')
     if r[4] == 'working' and r[2] and r[2] ~= '' and (r[3] == '' or tonumber(r[3]) > now) then
         local lease = tonumber(r[2])
@@ -219,7 +227,7 @@ for _, id in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
         end
     end
 end
-local out = {tostring(queued), first, first_text}
+local out = {tostring(#ids), tostring(queued), first, first_text}
 for holder, n in pairs(running) do
     out[#out + 1] = holder
     out[#out + 1] = tostring(n)
@@ -370,12 +378,17 @@ end
 return 0
 ";
 
-/// An operator's count of ended tasks. KEYS: ended. ARGV: since
-/// (inclusive), now (exclusive), the task key head. Status and end of each
-/// live task that ended between them, flat.
+/// `ended`: an operator's count of ended tasks. KEYS: ended. ARGV: since
+/// (inclusive), now (exclusive), the task key head, first, length (ranks
+/// counted from the first task that ended at `since` or later). Status
+/// and end of each live task that ended between them, flat.
 const ENDED: &str = r"
-local now, out = tonumber(ARGV[2]), {}
-local ids = redis.call('ZRANGEBYSCORE', KEYS[1], ARGV[1], '(' .. ARGV[2], 'WITHSCORES')
+local now, first, n = tonumber(ARGV[2]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local base = redis.call('ZCOUNT', KEYS[1], '-inf', '(' .. ARGV[1])
+local last = math.min(base + first + n, redis.call('ZCOUNT', KEYS[1], '-inf', '(' .. ARGV[2])) - 1
+local ids = {}
+if last >= base + first then ids = redis.call('ZRANGE', KEYS[1], base + first, last, 'WITHSCORES') end
+local out = { tostring(#ids / 2) }
 for i = 1, #ids, 2 do
     local r = redis.call('HMGET', ARGV[3] .. ids[i] .. '}', 'st', 'exp')
     if r[1] and (r[2] == '' or tonumber(r[2]) > now) then
@@ -418,7 +431,8 @@ pub(super) struct Scripts {
     pub(super) claim: Script,
     pub(super) release: Script,
     pub(super) purge: Script,
-    pub(super) stats: Script,
+    pub(super) expired: Script,
+    pub(super) waiting: Script,
     pub(super) fleet: Script,
     pub(super) ended: Script,
     pub(super) index_tools: Script,
@@ -434,7 +448,8 @@ impl Scripts {
             claim: Script::new(CLAIM),
             release: Script::new(RELEASE),
             purge: Script::new(&format!("{DELETE}{PURGE}")),
-            stats: Script::new(STATS),
+            expired: Script::new(EXPIRED),
+            waiting: Script::new(WAITING),
             fleet: Script::new(FLEET),
             ended: Script::new(ENDED),
             index_tools: Script::new(INDEX_TOOLS),
@@ -442,7 +457,7 @@ impl Scripts {
     }
 
     /// All of them, to load at connect.
-    pub(super) fn all(&self) -> [&Script; 11] {
+    pub(super) fn all(&self) -> [&Script; 12] {
         [
             &self.write,
             &self.reap,
@@ -451,7 +466,8 @@ impl Scripts {
             &self.claim,
             &self.release,
             &self.purge,
-            &self.stats,
+            &self.expired,
+            &self.waiting,
             &self.fleet,
             &self.ended,
             &self.index_tools,
