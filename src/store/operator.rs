@@ -359,6 +359,10 @@ pub(crate) fn queued_since_ms(lease_until_ms: i64) -> i64 {
 /// Keep in `longest` (sorted, longest first) the [`LONGEST_WAITING`] that
 /// wait longest (the smaller id on a tie).
 fn keep_longest(longest: &mut Vec<WaitingTask>, id: &str, since_ms: i64) {
+    // A walk read in several calls may read a task twice.
+    if longest.iter().any(|w| w.id == id) {
+        return;
+    }
     let at = longest.partition_point(|w| (w.since_ms, w.id.as_str()) < (since_ms, id));
     if at < LONGEST_WAITING {
         longest.insert(

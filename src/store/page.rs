@@ -3,8 +3,9 @@
 //! [`TaskPage`] an operator gets, and what a purge did ([`Purged`]).
 //!
 //! A store that filters by walking an index (the memory store for a
-//! search; Redis for a search, and for any filter its indexes do not
-//! cover) reads at most [`WALK_BUDGET`] records for one page: a page's
+//! search; Redis for every listing, whose indexes also hold the members of
+//! expired and deleted tasks) reads at most [`WALK_BUDGET`] records (on
+//! Redis, index members, live or not) for one page: a page's
 //! cost is bounded however rare the matches are, as Redis's own `SCAN`
 //! and the job queues' web UIs on Redis bound theirs. Where it stops
 //! without a full page, it says where ([`Found::walked_to`]), and the next
@@ -104,7 +105,8 @@ pub struct TaskPage {
     /// Where the next page starts; `None` when this one is the last. A
     /// page may hold fewer tasks than asked for (even none) and still name
     /// a next one: the store stopped its walk at [`WALK_BUDGET`] records
-    /// read, and the next page goes on from where it stopped.
+    /// (or index members) read, and the next page goes on from where it
+    /// stopped.
     pub next: Option<TaskCursor>,
 }
 
@@ -115,7 +117,8 @@ pub struct Found {
     /// The matching tasks, newest first, at most the page size.
     pub tasks: Vec<Arc<TaskRecord>>,
     /// Where a walk that stopped at [`WALK_BUDGET`] before the page was
-    /// full stopped (the last record it read): the next page starts after
+    /// full stopped (the position of the last record or index member it
+    /// read, perhaps of a task since gone): the next page starts after
     /// it. `None` when the walk reached the page's end or the index's.
     pub walked_to: Option<TaskCursor>,
 }

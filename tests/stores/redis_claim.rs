@@ -149,3 +149,74 @@ async fn redis_a_claim_round_offers_a_record_an_older_version_stored() {
     assert_eq!(*store.get("old", T0).await.unwrap().unwrap(), claimed(&old));
     p.drop_all().await;
 }
+
+/// Adds the `leases` entries of 2,500 tasks that are gone (Redis deleted
+/// them by their key's TTL), ending before any other entry.
+async fn gone_leases(url: &str, prefix: &str) -> ::redis::aio::MultiplexedConnection {
+    let mut conn = connection(url).await;
+    let mut zadd = ::redis::cmd("ZADD");
+    zadd.arg(format!("{prefix}:leases"));
+    for i in 0..2_500 {
+        zadd.arg(T0 - 10_000 + i).arg(format!("gone{i}"));
+    }
+    let () = zadd.query_async(&mut conn).await.unwrap();
+    conn
+}
+
+async fn leases(conn: &mut ::redis::aio::MultiplexedConnection, prefix: &str) -> usize {
+    ::redis::cmd("ZCARD")
+        .arg(format!("{prefix}:leases"))
+        .query_async(conn)
+        .await
+        .unwrap()
+}
+
+/// A claim round examines at most 1,000 `leases` entries and drops those
+/// of tasks that are gone: the queued task behind 2,500 of them is claimed
+/// by the third round, and no round walks them all.
+#[tokio::test]
+async fn redis_a_claim_round_examines_a_bounded_number_of_entries() {
+    let Some(url) = url() else { return };
+    let p = Prefixes::new(&url, "claimcap");
+    let prefix = p.next();
+    let store = p.store(&prefix).await;
+    store.create(queued("late", T0 - 10)).await.unwrap();
+    let mut conn = gone_leases(&url, &prefix).await;
+    for left in [1_501, 501] {
+        let (won, offered) = round(&store, &[], true).await;
+        assert!(won.is_empty() && offered.is_empty());
+        assert_eq!(leases(&mut conn, &prefix).await, left);
+    }
+    let (won, _) = round(&store, &[], true).await;
+    assert_eq!(won.keys().collect::<Vec<_>>(), ["late"]);
+    assert_eq!(leases(&mut conn, &prefix).await, 1);
+    p.drop_all().await;
+}
+
+/// The orphan scan, likewise: at most 1,000 entries a call, the gone
+/// ones dropped, the orphan behind them found by the third call.
+#[tokio::test]
+async fn redis_an_orphan_scan_examines_a_bounded_number_of_entries() {
+    let Some(url) = url() else { return };
+    let p = Prefixes::new(&url, "orphancap");
+    let prefix = p.next();
+    let store = p.store(&prefix).await;
+    let mut orphan = record("orphan", Some("alice"), T0 - 50, None);
+    orphan.lease = Some(Lease {
+        holder: "dead".into(),
+        fence: 4,
+        until_ms: T0 - 10,
+    });
+    store.create(orphan).await.unwrap();
+    let mut conn = gone_leases(&url, &prefix).await;
+    for left in [1_501, 501] {
+        assert!(store.orphans(T0, 10).await.unwrap().is_empty());
+        assert_eq!(leases(&mut conn, &prefix).await, left);
+    }
+    let found = store.orphans(T0, 10).await.unwrap();
+    assert_eq!(
+        found.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
+        ["orphan"]
+    );
+    p.drop_all().await;
+}

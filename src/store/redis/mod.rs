@@ -4,7 +4,10 @@
 //! `keys.rs` (key names and list members), `fields.rs` (a record as script
 //! arguments), `scripts.rs` (the Lua scripts, with the key layout),
 //! `batch.rs` and `writes.rs` (the writes made at the same time, sent as
-//! one call), `feed.rs` (the pub/sub change feed).
+//! one call), `feed.rs` (the pub/sub change feed), `listing.rs` (one
+//! bounded call of the `list` script), `operator.rs` (the operator API),
+//! `chunks.rs` (its counts, a chunk a call), `tools.rs` (the tool
+//! indexes).
 
 use std::collections::HashMap;
 use std::fmt;

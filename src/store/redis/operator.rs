@@ -77,10 +77,8 @@ impl RedisStore {
                 return Ok(Found::all(out));
             };
             if read >= WALK_BUDGET {
-                return Ok(match at {
-                    Some(at) => Found::stopped(out, at),
-                    None => Found::all(out),
-                });
+                let at = at.ok_or_else(|| Error::Decode("a list member of no task".into()))?;
+                return Ok(Found::stopped(out, at));
             }
             max = next;
             grow = (want * 2).min(MAX_BATCH);

@@ -1,6 +1,8 @@
-//! The Lua scripts: every write (with the others of its batch), and every
-//! read that walks an index, is one script call, so it runs atomically on
-//! the server. `redis::Script` runs them by
+//! The Lua scripts: every write (with the others of its batch) is one
+//! script call, so it runs atomically on the server; a read that walks an
+//! index examines a bounded number of members a call (the listings, the
+//! claims and the operator's counts go on in further calls), so that no
+//! call holds the server for an index's length. `redis::Script` runs them by
 //! `EVALSHA` and loads them again when the server answers `NOSCRIPT` (after
 //! a restart or a failover).
 //!
@@ -173,12 +175,14 @@ return n
 /// many members the call read.
 ///
 /// `expired`. KEYS: expiry. ARGV: now, the task key head, first, length.
-/// The expired ids' statuses, as status and count pairs.
+/// The expired ids' statuses, as status and count pairs. Ranks count from
+/// the newest expired id down: the reaper deletes from the oldest end,
+/// which moves no rank still to read.
 const EXPIRED: &str = r"
 local now, first, n = tonumber(ARGV[1]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local last = math.min(first + n, redis.call('ZCOUNT', KEYS[1], '-inf', now)) - 1
+local top = redis.call('ZCOUNT', KEYS[1], '-inf', now) - 1 - first
 local ids, counts, out = {}, {}, {}
-if last >= first then ids = redis.call('ZRANGE', KEYS[1], first, last) end
+if top >= 0 then ids = redis.call('ZRANGE', KEYS[1], math.max(0, top - n + 1), top) end
 for _, id in ipairs(ids) do
     local st = redis.call('HGET', ARGV[2] .. id .. '}', 'st')
     if st then counts[st] = (counts[st] or 0) + 1 end
@@ -236,8 +240,9 @@ return out
 ";
 
 /// `list`. KEYS: the list index (or an operator's), or several indexes
-/// read as one (an operator's status indexes: one call, so that a task
-/// whose status changes meanwhile is in exactly one of them). ARGV: now,
+/// read as one (an operator's status indexes, merged: the walk's position
+/// is a member, shared by them all, so a task whose status changes
+/// meanwhile is read once at most, whichever index holds it). ARGV: now,
 /// limit, the exclusive upper bound (`+` or `(<member>`), the task key
 /// head, the inclusive lower bound (`-` for none), and the most members
 /// this call examines. Newest first across the indexes (their members
@@ -286,18 +291,24 @@ return { out, last, seen, done }
 
 /// `orphans`. KEYS: leases. ARGV: now, limit, the task key head. `working`
 /// records whose lease ended before `now`, oldest lease first, skipping
-/// expired ones.
+/// expired ones; at most 1,000 entries examined a call, and the entries of
+/// tasks that are gone (deleted by their key's TTL) dropped.
 const ORPHANS: &str = r"
-local out, now, limit, offset = {}, tonumber(ARGV[1]), tonumber(ARGV[2]), 0
-while #out < limit do
+local out, now, limit, offset, seen = {}, tonumber(ARGV[1]), tonumber(ARGV[2]), 0, 0
+while #out < limit and seen < 1000 do
     local batch = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. ARGV[1], 'LIMIT', offset, limit)
     if #batch == 0 then break end
-    offset = offset + #batch
     for _, id in ipairs(batch) do
+        seen = seen + 1
         local r = redis.call('HMGET', ARGV[3] .. id .. '}', 'rec', 'exp', 'st')
-        if r[1] and r[3] == 'working' and (r[2] == '' or tonumber(r[2]) > now) then
-            out[#out + 1] = r[1]
-            if #out == limit then break end
+        if not r[1] then
+            redis.call('ZREM', KEYS[1], id)
+        else
+            offset = offset + 1
+            if r[3] == 'working' and (r[2] == '' or tonumber(r[2]) > now) then
+                out[#out + 1] = r[1]
+                if #out == limit then break end
+            end
         end
     end
 end
@@ -321,20 +332,26 @@ return out
 /// `now`, so that a claim at the same time reads the ones after it; the
 /// claimer writes its claims (`WRITE`, which puts the entry at the new
 /// lease's end) and gives back the ones it passed by (`RELEASE`); a
-/// claimer that dies in between holds them until the hold ends.
+/// claimer that dies in between holds them until the hold ends. At most
+/// 1,000 entries are examined a call (expired tasks wait for the reaper);
+/// the entries of tasks that are gone (deleted by their key's TTL) are
+/// dropped.
 const CLAIM: &str = r#"
-local out, now, limit, offset, n = {}, tonumber(ARGV[1]), tonumber(ARGV[2]), 0, 0
+local out, now, limit, offset, n, seen = {}, tonumber(ARGV[1]), tonumber(ARGV[2]), 0, 0, 0
 local holder, quoted, lease_end, skip = ARGV[5], ARGV[6], ARGV[7], {}
 for i = 8, #ARGV do skip[ARGV[i]] = true end
 if holder ~= '' and tonumber(lease_end) <= now then holder = '' end
 local tail = ',"version":(%d+),"lease":{"holder":"~queued","fence":(%d+),"until_ms":%-?%d+}}$'
-while n < limit do
+while n < limit and seen < 1000 do
     local batch = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. ARGV[1], 'LIMIT', offset, limit - n)
     if #batch == 0 then break end
     for _, id in ipairs(batch) do
+        seen = seen + 1
         local key = ARGV[3] .. id .. '}'
         local r = redis.call('HMGET', key, 'rec', 'exp', 'st', 'v', 'hold')
-        if r[1] and r[3] == 'working' and (r[2] == '' or tonumber(r[2]) > now) then
+        if not r[1] then
+            redis.call('ZREM', KEYS[1], id)
+        elseif r[3] == 'working' and (r[2] == '' or tonumber(r[2]) > now) then
             local rec, at, v, fence = r[1], nil, nil, nil
             if holder ~= '' and r[5] == '~queued' and not skip[id]
                 and not string.find(rec, ',"sealed":', 1, true) then
@@ -388,7 +405,7 @@ local base = redis.call('ZCOUNT', KEYS[1], '-inf', '(' .. ARGV[1])
 local last = math.min(base + first + n, redis.call('ZCOUNT', KEYS[1], '-inf', '(' .. ARGV[2])) - 1
 local ids = {}
 if last >= base + first then ids = redis.call('ZRANGE', KEYS[1], base + first, last, 'WITHSCORES') end
-local out = { tostring(#ids / 2) }
+local out = { tostring(math.floor(#ids / 2)) }
 for i = 1, #ids, 2 do
     local r = redis.call('HMGET', ARGV[3] .. ids[i] .. '}', 'st', 'exp')
     if r[1] and (r[2] == '' or tonumber(r[2]) > now) then
