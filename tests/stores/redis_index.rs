@@ -70,13 +70,7 @@ async fn redis_lists_every_task_from_the_status_indexes() {
 
     // A task an older version made is also in `ops:all`: listed once.
     let member = list_member(&mut conn, &prefix, "t3").await;
-    let () = ::redis::cmd("ZADD")
-        .arg(format!("{prefix}:ops:all"))
-        .arg(0)
-        .arg(member)
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    add_member(&mut conn, &format!("{prefix}:ops:all"), member).await;
     assert_eq!(
         ids(TaskQuery::new()).await,
         ["t5", "t4", "t3", "t2", "t1", "t0"]
@@ -85,13 +79,7 @@ async fn redis_lists_every_task_from_the_status_indexes() {
     // A member in two status indexes (an older version wrote the task in
     // between): taken once by the merge, on one page or across two.
     let member = list_member(&mut conn, &prefix, "t4").await;
-    let () = ::redis::cmd("ZADD")
-        .arg(format!("{prefix}:ops:st:working"))
-        .arg(0)
-        .arg(member)
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    add_member(&mut conn, &format!("{prefix}:ops:st:working"), member).await;
     assert_eq!(
         ids(TaskQuery::new()).await,
         ["t5", "t4", "t3", "t2", "t1", "t0"]
@@ -111,6 +99,17 @@ fn member_at(created: i64, id: &str) -> String {
         "{:020}:{id}",
         u64::from_ne_bytes(created.to_ne_bytes()) ^ (1 << 63)
     )
+}
+
+/// `member` added to the index `key` at score 0, as an older version would.
+async fn add_member(conn: &mut ::redis::aio::MultiplexedConnection, key: &str, member: String) {
+    let () = ::redis::cmd("ZADD")
+        .arg(key)
+        .arg(0)
+        .arg(member)
+        .query_async(conn)
+        .await
+        .unwrap();
 }
 
 /// `n` members of tasks that are gone (Redis deleted them by their key's
