@@ -75,6 +75,11 @@ pub(crate) struct Args {
     /// cancelled upstream (seconds; default one day, the longest task TTL).
     #[arg(long, value_name = "SECONDS", default_value_t = 86_400.0)]
     park_ttl: f64,
+    /// How long a call waits for the upstream to be up (started, or
+    /// reconnected after it went away) before it fails (seconds; default
+    /// 10). Raise it for an upstream that is slow to start.
+    #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
+    connect_wait: f64,
     /// How long a task stays `working` after its gateway died before it is
     /// recovered: failed, or started again if its tool is marked --rerun
     /// (seconds; default 30).
@@ -130,7 +135,8 @@ pub(crate) async fn run(args: Args) -> Result<(), String> {
         .with_default_policy(args.default_policy)
         .with_upstream_processes(args.upstream_processes)
         .with_parked_calls(seconds("--park-ttl", args.park_ttl)?, args.parked_calls)
-        .with_parked_calls_per_owner(args.parked_calls_per_owner);
+        .with_parked_calls_per_owner(args.parked_calls_per_owner)
+        .with_connect_wait(seconds("--connect-wait", args.connect_wait)?);
     if let Some(n) = args.upstream_starts {
         cfg = cfg.with_upstream_starts(n);
     }

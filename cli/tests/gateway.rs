@@ -157,7 +157,8 @@ fn over_http_a_long_tool_is_a_task_bound_to_its_caller() {
 fn over_stdio_both_eras_are_served() {
     let Some(py) = python() else { return };
     let mut child = Command::new(BIN)
-        .args(["gateway", "--stdio", "--policy", "long=auto:200", "--"])
+        .args(["gateway", "--stdio", "--policy", "long=auto:200"])
+        .args(["--connect-wait", SLOW_START, "--"])
         .args([&py, &upstream()])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -216,6 +217,11 @@ fn over_stdio_both_eras_are_served() {
     }
 }
 
+/// How long the gateways of these tests wait for the Python upstream to
+/// start (`--connect-wait`, seconds): several start at once on a loaded
+/// two-core host, where the default 10 s was seen to pass before one was up.
+const SLOW_START: &str = "60";
+
 /// `mcp-tasks ARGS` run to its end: its exit code and its stderr.
 fn run(args: &[&str]) -> (Option<i32>, String) {
     let out = Command::new(BIN).args(args).output().unwrap();
@@ -250,6 +256,12 @@ fn a_bad_command_line_or_store_is_one_line_and_a_non_zero_exit() {
     assert_eq!(
         err.trim(),
         "mcp-tasks: --park-ttl 0: a positive number of seconds"
+    );
+    let (code, err) = run(&["gateway", "--stdio", "--connect-wait", "0", "--", "true"]);
+    assert_eq!(code, Some(1));
+    assert_eq!(
+        err.trim(),
+        "mcp-tasks: --connect-wait 0: a positive number of seconds"
     );
 }
 
@@ -321,6 +333,7 @@ fn the_parked_call_flags_bound_each_client_and_the_wait() {
 fn listen(py: &str, flags: &[&str]) -> (Running, String) {
     let mut child = Command::new(BIN)
         .args(["gateway", "--listen", "127.0.0.1:0"])
+        .args(["--connect-wait", SLOW_START])
         .args(flags)
         .arg("--")
         .args([py, &upstream()])
