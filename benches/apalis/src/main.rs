@@ -12,7 +12,8 @@
 //! worker, each with a two-thread runtime and concurrency 16. The front
 //! (the `TaskLayer` callers create tasks through, or apalis's `push`) is
 //! this process. For each engine, job (`noop`: answers at once; `10ms`:
-//! sleeps 10 ms) and worker count (1, 2, 4):
+//! sleeps 10 ms; any `<N>ms` in `FVA_JOBS` sleeps N ms) and worker count
+//! (1, 2, 4):
 //!
 //! - throughput: `FVA_TASKS` jobs (default 20,000 no-op, 5,000 of 10 ms)
 //!   submitted by 32 concurrent callers one at a time while the workers
