@@ -155,35 +155,3 @@ async fn a_round_that_finds_more_than_it_takes_wakes_the_other_idle_workers() {
         assert_eq!(done.await.unwrap(), DrainReport::default());
     }
 }
-
-/// A backlog is claimed in rounds sized to the slots that free together:
-/// when the first of a round's runs ends a little before the others, the
-/// next round waits (at most as long as a round takes) for them instead
-/// of claiming one run for the first slot and the rest in a round after
-/// it (issue 33: rounds of 4.7 rows for 16 slots on PostgreSQL).
-#[tokio::test(start_paused = true)]
-async fn a_backlog_is_claimed_in_rounds_for_the_slots_that_free_together() {
-    let (store, _feed, _rounds) = FedStore::new(MemoryStore::new());
-    let store = store.with_read_delay(Duration::from_millis(5));
-    let limits = store.limits();
-    let layer = layer_on(store)
-        .with_execution(Execution::Queued)
-        .with_recovery(Recovery::Fail);
-    let mut front = Client::new(layer.clone());
-    let mut ids = Vec::new();
-    // The first round's four runs end 1 ms apart (the first alone).
-    for ms in [100, 101, 101, 101, 100, 100, 100, 100] {
-        ids.push(front.start("slow", json!({ "ms": ms })).await);
-    }
-    let (stop, done) = start_worker(&layer, 4);
-    for id in &ids {
-        front.wait_for(id, TaskStatus::Completed).await;
-    }
-    let _ = stop.send(());
-    assert_eq!(done.await.unwrap(), DrainReport::default());
-    let limits = limits.lock().unwrap().clone();
-    assert!(
-        limits.iter().all(|&l| l == 4),
-        "a claim round for fewer than the slots that freed together: {limits:?}"
-    );
-}

@@ -93,80 +93,6 @@ struct Round {
     capped: bool,
 }
 
-/// When the last claim round found more runnable tasks than it took (a
-/// backlog), the next round waits for most of the worker's slots to free,
-/// at most as long as the last round took (and at most [`HOLD_MAX`]),
-/// instead of starting for the first slot that frees. The runs of one
-/// round end at nearly the same time, but their outcomes are written by
-/// group commits one after another: without the wait a backlog is claimed
-/// in rounds of one or two and of the rest by turns (4.7 rows a round of
-/// 16 slots, fleet7 in BENCHMARKS.md), and every round is a transaction
-/// and a flush whatever its size. A wait costs a run at most one round's
-/// time, which the smaller round would have taken anyway, and only while
-/// tasks are queued; a worker that runs nothing, a round for most of the
-/// slots, and every round after one that found no more than it took go
-/// at once.
-#[derive(Default)]
-struct Hold {
-    /// The last round found more than it took.
-    backlog: bool,
-    /// When the round out (or the last one) started, and how long the last
-    /// one took.
-    started: Option<tokio::time::Instant>,
-    took: Duration,
-    /// The deadline of a round held back now.
-    until: Option<tokio::time::Instant>,
-}
-
-/// The longest a round is held back, whatever the last one took.
-const HOLD_MAX: Duration = Duration::from_millis(20);
-
-impl Hold {
-    /// Whether a round for `free` of `concurrency` slots may start now;
-    /// if not, [`expired`](Self::expired) tells when it may.
-    fn ready(
-        &mut self,
-        free: usize,
-        concurrency: usize,
-        claimed: &HashMap<tokio::task::Id, Claimed>,
-    ) -> bool {
-        if !self.backlog || claimed.is_empty() || free * 2 >= concurrency {
-            self.until = None;
-            return true;
-        }
-        let now = tokio::time::Instant::now();
-        let until = *self.until.get_or_insert(now + self.took.min(HOLD_MAX));
-        if now >= until {
-            self.until = None;
-            return true;
-        }
-        false
-    }
-
-    fn is_holding(&self) -> bool {
-        self.until.is_some()
-    }
-
-    /// Ready when the held round's wait is over.
-    async fn expired(&self) {
-        if let Some(until) = self.until {
-            tokio::time::sleep_until(until).await;
-        }
-    }
-
-    fn started(&mut self) {
-        self.started = Some(tokio::time::Instant::now());
-        self.until = None;
-    }
-
-    fn ended(&mut self, more: bool) {
-        self.backlog = more;
-        if let Some(started) = self.started.take() {
-            self.took = started.elapsed();
-        }
-    }
-}
-
 /// Which runnable records a claim round takes, oldest first: those this
 /// replica may claim, up to the free capacity, within the owners' caps.
 struct Picker {
@@ -284,8 +210,6 @@ where
         let mut look = true;
         // The last round passed runs by for their owners' caps.
         let mut capped = false;
-        // Rounds sized to the slots about to free (issue 33): see `Hold`.
-        let mut hold = Hold::default();
         loop {
             let free = self.concurrency.saturating_sub(claimed.len());
             // Listening before the round reads the store: a run queued
@@ -298,9 +222,8 @@ where
             if listening {
                 wake.as_mut().enable();
             }
-            if look && round.is_none() && free > 0 && hold.ready(free, self.concurrency, &claimed) {
+            if look && round.is_none() && free > 0 {
                 round = Some(tokio::spawn(self.claim_round(free, &claimed)));
-                hold.started();
                 look = false;
             }
             tokio::select! {
@@ -310,7 +233,6 @@ where
                     round = None;
                     let Round { won, more, capped: passed } = won.unwrap_or_default();
                     capped = passed;
-                    hold.ended(more);
                     if more {
                         look = true;
                         // More than this worker took: the idle workers of
@@ -323,11 +245,6 @@ where
                 }
                 Some(done) = runs.join_next_with_id(), if !runs.is_empty() => {
                     claimed.remove(&done.map_or_else(|e| e.id(), |(id, ())| id));
-                    // Runs that ended together free their slots together,
-                    // for one round.
-                    while let Some(done) = runs.try_join_next_with_id() {
-                        claimed.remove(&done.map_or_else(|e| e.id(), |(id, ())| id));
-                    }
                     // With a feed every queued run wakes a worker, so a run
                     // that ends looks only for the runs a cap passed by;
                     // without one, it looks at once rather than a poll
@@ -335,7 +252,6 @@ where
                     look |= capped || !self.has_feed();
                 }
                 () = &mut wake, if listening => look = true,
-                () = hold.expired(), if look && round.is_none() && hold.is_holding() => {}
                 () = tokio::time::sleep(self.idle_poll()) => look = true,
             }
         }
