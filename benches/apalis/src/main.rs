@@ -12,7 +12,8 @@
 //! worker, each with a two-thread runtime and concurrency 16. The front
 //! (the `TaskLayer` callers create tasks through, or apalis's `push`) is
 //! this process. For each engine, job (`noop`: answers at once; `10ms`:
-//! sleeps 10 ms) and worker count (1, 2, 4):
+//! sleeps 10 ms; any `<N>ms` in `FVA_JOBS` sleeps N ms) and worker count
+//! (1, 2, 4):
 //!
 //! - throughput: `FVA_TASKS` jobs (default 20,000 no-op, 5,000 of 10 ms)
 //!   submitted by 32 concurrent callers one at a time while the workers
@@ -22,9 +23,11 @@
 //!   throughput), submission to completion as the store records it
 //!   (`created_at_ms` to `updated_at_ms` of our records; apalis's `run_at`
 //!   to `done_at` on PostgreSQL; apalis-redis keeps no completion time);
-//! - backlog (no-op, 2 workers): `FVA_BACKLOG` jobs (default 100,000)
-//!   queued before the workers start, and 5,000 likewise, each drained at
-//!   what rate.
+//! - backlog (no-op, 2 workers, or each count in `FVA_DRAIN_WORKERS`):
+//!   `FVA_BACKLOG` jobs (default 100,000) queued before the workers
+//!   start, and 5,000 likewise, each drained at what rate (with
+//!   `FVA_PG_STATS=1` on PostgreSQL, also its claim rounds and statements
+//!   a task: `pgstat.rs`).
 //!
 //! With `FVA_DB_PID` (the postmaster's or redis-server's pid) each run
 //! also prints the database's CPU per 1,000 tasks (`cpu.rs`). A run in
@@ -41,6 +44,7 @@ mod support;
 
 mod cpu;
 mod ours;
+mod pgstat;
 mod procs;
 mod side;
 mod theirs;
@@ -193,6 +197,7 @@ async fn measure(
 async fn drain(engine: &Engine, system: System, workers: usize, backlog: usize) -> Option<f64> {
     let side = Arc::new(Side::open(engine, system).await);
     side.backlog(backlog).await;
+    let stats = pgstat::PgStats::start(engine).await;
     let cpu = cpu::Cpu::now();
     let started = Instant::now();
     let fleet = procs::Fleet::start(engine, system, side.name(), "noop", workers);
@@ -203,7 +208,14 @@ async fn drain(engine: &Engine, system: System, workers: usize, backlog: usize) 
     // counted, shortly after the workers) and the postmaster's.
     tokio::time::sleep(Duration::from_millis(300)).await;
     let used = cpu::Cpu::now().since(cpu);
-    println!("  {} {backlog} queued, {}", system.as_str(), used.per_1000(backlog));
+    println!(
+        "  {} {backlog} queued, {}",
+        system.as_str(),
+        used.per_1000(backlog)
+    );
+    if let Some(stats) = stats {
+        stats.print(system.as_str(), backlog).await;
+    }
     side.close().await;
     Some(backlog as f64 / done?.duration_since(started).as_secs_f64())
 }
@@ -249,6 +261,10 @@ fn main() {
         .filter_map(|w| w.parse().ok())
         .collect();
     let backlog = env_usize("FVA_BACKLOG", 100_000);
+    let drain_workers: Vec<usize> = env_list("FVA_DRAIN_WORKERS", "2")
+        .iter()
+        .filter_map(|w| w.parse().ok())
+        .collect();
     println!("worker processes: 2 threads, concurrency {CONCURRENCY} each; front: this process, 2 threads");
     for engine in &engines {
         rt.block_on(Side::prepare(engine, apalis));
@@ -284,7 +300,7 @@ fn main() {
                 );
             }
         }
-        if backlog > 0 {
+        for &n in drain_workers.iter().filter(|_| backlog > 0) {
             let small = 5_000;
             for (system, on, label) in [
                 (System::Ours, ours, "ours"),
@@ -293,14 +309,14 @@ fn main() {
                 if !on {
                     continue;
                 }
-                let empty = rt.block_on(drain(engine, system, 2, small));
-                let full = rt.block_on(drain(engine, system, 2, backlog));
+                let empty = rt.block_on(drain(engine, system, n, small));
+                let full = rt.block_on(drain(engine, system, n, backlog));
                 let ratio = match (full, empty) {
                     (Some(f), Some(e)) => format!("{:.2}x", f / e),
                     _ => "n/a".to_owned(),
                 };
                 println!(
-                    "fleet {} backlog workers=2 {label}: {small} queued {}, {backlog} queued {} ({ratio})",
+                    "fleet {} backlog workers={n} {label}: {small} queued {}, {backlog} queued {} ({ratio})",
                     engine.name,
                     fmt_rate(empty),
                     fmt_rate(full)

@@ -25,7 +25,11 @@ pub fn main(role: &str) {
     let var = |name: &str| std::env::var(name).unwrap_or_default();
     let engine = Engine::new(&var("FVA_ENGINE"), var("FVA_URL"));
     let name = var("FVA_NAME");
-    let sleep_ms = if var("FVA_JOB") == "10ms" { 10 } else { 0 };
+    // `noop`, or `<N>ms`: a job that sleeps N ms (`10ms`, `100ms`, …).
+    let sleep_ms = var("FVA_JOB")
+        .strip_suffix("ms")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
     theirs::SLEEP_MS.store(sleep_ms, Ordering::Relaxed);
     // Stop when the bench closes stdin (or dies).
     std::thread::spawn(|| {
