@@ -52,6 +52,9 @@ pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 ///   [`DEFAULT_IDLE_TIMEOUT`]).
 ///
 /// A response streamed to the client (an SSE answer) has no deadline.
+/// Each accepted connection has `TCP_NODELAY` set: what is written (an SSE
+/// event, a whole answer) is sent at once, not held back by Nagle's
+/// algorithm until the client acknowledges what went before.
 ///
 /// ```no_run
 /// use mcp_task_layer::{JsonRpcRequest, JsonRpcResponse, McpEndpoint};
@@ -182,7 +185,14 @@ where
         loop {
             let stream = tokio::select! {
                 accepted = listener.accept() => match accepted {
-                    Ok((stream, _)) => stream,
+                    Ok((stream, _)) => {
+                        // Each write goes out at once: an SSE event written
+                        // while the one before is unacknowledged is not held
+                        // back by Nagle's algorithm (up to the client's
+                        // delayed ACK, 40 ms on Linux). A failure only loses that.
+                        let _ = stream.set_nodelay(true);
+                        stream
+                    }
                     Err(e) => {
                         accept_failed(e).await;
                         continue;
