@@ -270,7 +270,14 @@ pub(super) async fn connection<F, R>(
         let clock = Arc::clone(&clock);
         async move { Ok::<_, Infallible>(call.await.map(|body| Tracked::new(body, clock))) }
     });
-    let conn = hyper::server::conn::http1::Builder::new().serve_connection(io, service);
+    // Head and body copied into one buffer, one `write` (not a `writev`
+    // of a queue of buffers): hyper's vectored path is ~30 lines (64 B)
+    // more code a request runs, and a request's code no longer fits the
+    // core's instruction cache (issue 32, BENCHMARKS.md, branch `perf9`).
+    // An answer's body is copied once more, which costs less than that.
+    let conn = hyper::server::conn::http1::Builder::new()
+        .writev(false)
+        .serve_connection(io, service);
     let mut conn = std::pin::pin!(conn);
     // Told to stop? The watch's `changed()` is polled once, to register
     // this task, and again only once a look at the version (`has_changed`,
