@@ -2,7 +2,14 @@
 # from the repository root.
 #
 #   binaries        SERVER and CEILING: as given, or release builds of the
-#                   example server and the ceiling (built here)
+#                   example server and the ceiling (built here). The
+#                   example server is examples/server.rs built by the
+#                   benches package (`--example http_server`): the same
+#                   source as `cargo build --example server`, without
+#                   the root package's dev-dependency tokio features
+#                   (`full`, `test-util`: the tests' pausable clock,
+#                   `parking_lot` locks, `process`'s orphan reaping);
+#                   BENCHMARKS.md, issue 32's eleventh pass
 #   scratch         a scratch directory `dir` and the list `pids`, both
 #                   cleaned up (the processes stopped) on exit
 #   start LOG CMD…  runs CMD in the background (its pid appended to `pids`),
@@ -20,8 +27,8 @@ binaries() {
   SERVER=${SERVER:-}
   CEILING=${CEILING:-}
   if [ -z "$SERVER" ]; then
-    cargo build --quiet --release --features axum --example server
-    SERVER="$bin/server"
+    cargo build --quiet --release -p mcp-task-layer-benches --features http-server --example http_server
+    SERVER="$bin/http_server"
   fi
   if [ -z "$CEILING" ]; then
     cargo build --quiet --release -p mcp-task-layer-benches --example ceiling

@@ -52,6 +52,9 @@ pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 ///   [`DEFAULT_IDLE_TIMEOUT`]).
 ///
 /// A response streamed to the client (an SSE answer) has no deadline.
+/// Each accepted connection has `TCP_NODELAY` set: what is written (an SSE
+/// event, a whole answer) is sent at once, not held back by Nagle's
+/// algorithm until the client acknowledges what went before.
 ///
 /// ```no_run
 /// use mcp_task_layer::{JsonRpcRequest, JsonRpcResponse, McpEndpoint};
@@ -182,7 +185,14 @@ where
         loop {
             let stream = tokio::select! {
                 accepted = listener.accept() => match accepted {
-                    Ok((stream, _)) => stream,
+                    Ok((stream, _)) => {
+                        // Each write goes out at once: an SSE event written
+                        // while the one before is unacknowledged is not held
+                        // back by Nagle's algorithm (up to the client's
+                        // delayed ACK, 40 ms on Linux). A failure only loses that.
+                        let _ = stream.set_nodelay(true);
+                        stream
+                    }
                     Err(e) => {
                         accept_failed(e).await;
                         continue;
@@ -260,6 +270,12 @@ pub(super) async fn connection<F, R>(
         let clock = Arc::clone(&clock);
         async move { Ok::<_, Infallible>(call.await.map(|body| Tracked::new(body, clock))) }
     });
+    // hyper's vectored writes (its default), not `writev(false)`: that
+    // one copies each answer into the connection's write buffer, which
+    // keeps the size of the largest answer it ever sent until the
+    // connection closes (a `tasks/result` of megabytes, times every
+    // keep-alive poller), for ~46 lines of code fewer a request (issue 32,
+    // BENCHMARKS.md, "Eleventh pass").
     let conn = hyper::server::conn::http1::Builder::new().serve_connection(io, service);
     let mut conn = std::pin::pin!(conn);
     // Told to stop? The watch's `changed()` is polled once, to register
