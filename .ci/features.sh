@@ -94,4 +94,14 @@ if (( ${#missing[@]} > 0 )); then
     echo "  (an example needing two features needs a run of its own here)" >&2
     exit 1
 fi
+# The benches' build of examples/server.rs (`--example http_server`, what
+# benches/http.sh measures) with exactly the feature it needs: every other
+# run has more tokio features than it (~1 min on 2 cores, deps checked).
+start=$SECONDS
+if ! cargo clippy -p mcp-task-layer-benches --no-default-features --features http-server \
+    --example http_server -- -D warnings; then
+    echo "features.sh: clippy failed with the benches' http_server example" >&2
+    exit 1
+fi
+echo "  benches --features http-server --example http_server: clean in $((SECONDS - start)) s"
 echo "features: every build clean, every example built (${examples[*]})"
