@@ -2,10 +2,12 @@
 //! down one or several list indexes, which the client's listing and the
 //! operator's walk repeat below the last member it examined.
 
+use std::sync::Arc;
+
 use super::fields::decode;
-use super::keys::unmember;
+use super::keys::{member, unmember};
 use super::RedisStore;
-use crate::store::{Result, TaskCursor, TaskRecord};
+use crate::store::{ListQuery, Result, TaskCursor, TaskRecord};
 
 /// The most members one `list` call examines, live or not: dead members
 /// (expired tasks, or ones Redis deleted by their key's TTL) cost a call
@@ -81,5 +83,38 @@ impl RedisStore {
             seen,
             done: done == 1,
         })
+    }
+}
+
+impl RedisStore {
+    /// The client's listing: `list` calls of at most [`SCAN_CAP`] members
+    /// each, until the page is full or the index ends, so that no call
+    /// walks an index of dead members whole.
+    pub(super) async fn list_records(&self, q: ListQuery<'_>) -> Result<Vec<Arc<TaskRecord>>> {
+        let k = &self.inner.keys;
+        let keys = [k.list(q.owner, q.era)];
+        let mut max = q
+            .after
+            .map_or_else(|| "+".to_owned(), |(c, id)| format!("({}", member(c, id)));
+        let mut out = Vec::new();
+        while out.len() < q.limit {
+            let listed = self
+                .list_call(ListCall {
+                    keys: &keys,
+                    max: &max,
+                    min: "-",
+                    limit: q.limit - out.len(),
+                    cap: SCAN_CAP,
+                    now_ms: q.now_ms,
+                })
+                .await?;
+            let next = listed.next_max();
+            out.extend(listed.records.into_iter().map(Arc::new));
+            match next {
+                Some(next) if !listed.done => max = next,
+                _ => break,
+            }
+        }
+        Ok(out)
     }
 }

@@ -4,7 +4,7 @@
 //! `keys.rs` (key names and list members), `fields.rs` (a record as script
 //! arguments), `scripts.rs` (the Lua scripts, with the key layout),
 //! `batch.rs` and `writes.rs` (the writes made at the same time, sent as
-//! one call), `feed.rs` (the pub/sub change feed), `listing.rs` (one
+//! one call), `feed.rs` (the pub/sub change feed), `listing.rs` (the client's listing and one
 //! bounded call of the `list` script), `operator.rs` (the operator API),
 //! `chunks.rs` (its counts, a chunk a call), `tools.rs` (the tool
 //! indexes).
@@ -40,8 +40,7 @@ mod writes;
 use batch::Batches;
 use feed::Feed;
 use fields::{decode, Fields};
-use keys::{member, Keys};
-use listing::{ListCall, SCAN_CAP};
+use keys::Keys;
 pub use options::{InvalidPrefix, RedisOptions, DEFAULT_PREFIX};
 use scripts::Scripts;
 
@@ -318,37 +317,6 @@ impl RedisStore {
             .invoke_async(&mut self.conn()?)
             .await
             .map_err(backend)
-    }
-
-    /// The client's listing: `list` calls of at most [`SCAN_CAP`] members
-    /// each, until the page is full or the index ends, so that no call
-    /// walks an index of dead members whole.
-    async fn list_records(&self, q: ListQuery<'_>) -> Result<Vec<Arc<TaskRecord>>> {
-        let k = &self.inner.keys;
-        let keys = [k.list(q.owner, q.era)];
-        let mut max = q
-            .after
-            .map_or_else(|| "+".to_owned(), |(c, id)| format!("({}", member(c, id)));
-        let mut out = Vec::new();
-        while out.len() < q.limit {
-            let listed = self
-                .list_call(ListCall {
-                    keys: &keys,
-                    max: &max,
-                    min: "-",
-                    limit: q.limit - out.len(),
-                    cap: SCAN_CAP,
-                    now_ms: q.now_ms,
-                })
-                .await?;
-            let next = listed.next_max();
-            out.extend(listed.records.into_iter().map(Arc::new));
-            match next {
-                Some(next) if !listed.done => max = next,
-                _ => break,
-            }
-        }
-        Ok(out)
     }
 
     async fn orphan_records(&self, now_ms: i64, limit: usize) -> Result<Vec<Arc<TaskRecord>>> {
