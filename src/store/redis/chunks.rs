@@ -45,7 +45,7 @@ impl RedisStore {
                 return Err(Error::Decode("an operator script answered nothing".into()));
             };
             each(rest)?;
-            let read: usize = read.parse().map_err(|e| Error::Decode(Box::new(e)))?;
+            let read: usize = number(read)?;
             if read < CHUNK {
                 return Ok(());
             }

@@ -84,9 +84,7 @@ impl RedisStore {
             done: done == 1,
         })
     }
-}
 
-impl RedisStore {
     /// The client's listing: `list` calls of at most [`SCAN_CAP`] members
     /// each, until the page is full or the index ends, so that no call
     /// walks an index of dead members whole.
