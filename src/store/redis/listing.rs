@@ -6,13 +6,9 @@ use std::sync::Arc;
 
 use super::fields::decode;
 use super::keys::{member, unmember};
+use super::scripts::SCAN_CAP;
 use super::RedisStore;
 use crate::store::{ListQuery, Result, TaskCursor, TaskRecord};
-
-/// The most members one `list` call examines, live or not: dead members
-/// (expired tasks, or ones Redis deleted by their key's TTL) cost a call
-/// as much as live ones, so a call stops here however many lie ahead.
-pub(super) const SCAN_CAP: usize = 1_000;
 
 /// What one `list` call reads: indexes `keys`, below the exclusive bound
 /// `max` (`+` or `(<member>`), down to the inclusive bound `min` (`-` or

@@ -42,7 +42,7 @@ use feed::Feed;
 use fields::{decode, Fields};
 use keys::Keys;
 pub use options::{InvalidPrefix, RedisOptions, DEFAULT_PREFIX};
-use scripts::Scripts;
+use scripts::{Scripts, SCAN_CAP};
 
 /// How long a claim holds the runnable records it read while it writes its
 /// claims (`scripts.rs`, `CLAIM`): records a claimer that died meanwhile
@@ -327,7 +327,11 @@ impl RedisStore {
         let rows: Vec<String> = self
             .read(|mut conn| {
                 let mut invocation = self.inner.scripts.orphans.key(&k.leases);
-                invocation.arg(now_ms).arg(limit).arg(&k.task_head);
+                invocation
+                    .arg(now_ms)
+                    .arg(limit)
+                    .arg(&k.task_head)
+                    .arg(SCAN_CAP);
                 async move { invocation.invoke_async(&mut conn).await }
             })
             .await?;
@@ -363,13 +367,17 @@ impl RedisStore {
             Some(q) => {
                 let quoted =
                     serde_json::to_string(q.holder).map_err(|e| Error::Encode(Box::new(e)))?;
-                invocation.arg(q.holder).arg(quoted).arg(q.until_ms);
+                invocation
+                    .arg(q.holder)
+                    .arg(quoted)
+                    .arg(q.until_ms)
+                    .arg(SCAN_CAP);
                 for id in q.skip {
                     invocation.arg(id);
                 }
             }
             None => {
-                invocation.arg("").arg("").arg(0);
+                invocation.arg("").arg("").arg(0).arg(SCAN_CAP);
             }
         }
         let rows: Vec<String> = invocation

@@ -10,7 +10,8 @@ use std::sync::Arc;
 
 use super::chunks::number;
 use super::keys::{member, STATUSES};
-use super::listing::{ListCall, SCAN_CAP};
+use super::listing::ListCall;
+use super::scripts::SCAN_CAP;
 use super::{backend, RedisStore};
 use crate::protocol::TaskStatus;
 use crate::store::operator::{queued_since_ms, OperatorStore, TaskQuery, TaskStats};

@@ -19,6 +19,12 @@
 
 use redis::Script;
 
+/// The most index entries one call of a walking script examines, live or
+/// not (`list`, `orphans`, `claim_runnable` take it as an argument): dead
+/// entries (expired tasks, or ones Redis deleted by their key's TTL) cost a
+/// call as much as live ones, so a call stops here however many lie ahead.
+pub(super) const SCAN_CAP: usize = 1_000;
+
 /// Every create and compare-and-set of a task: a batch of them, each
 /// applied as if alone, in order (`batch.rs` groups the writes callers
 /// make at the same time). ARGV: the expiry, leases and ended keys,
@@ -289,13 +295,14 @@ end
 return { out, last, seen, done }
 ";
 
-/// `orphans`. KEYS: leases. ARGV: now, limit, the task key head. `working`
-/// records whose lease ended before `now`, oldest lease first, skipping
-/// expired ones; at most 1,000 entries examined a call, and the entries of
+/// `orphans`. KEYS: leases. ARGV: now, limit, the task key head, the most
+/// entries to examine ([`SCAN_CAP`]). `working` records whose lease ended
+/// before `now`, oldest lease first, skipping expired ones; the entries of
 /// tasks that are gone (deleted by their key's TTL) dropped.
 const ORPHANS: &str = r"
 local out, now, limit, offset, seen = {}, tonumber(ARGV[1]), tonumber(ARGV[2]), 0, 0
-while #out < limit and seen < 1000 do
+local cap = tonumber(ARGV[4])
+while #out < limit and seen < cap do
     local batch = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. ARGV[1], 'LIMIT', offset, limit)
     if #batch == 0 then break end
     for _, id in ipairs(batch) do
@@ -317,7 +324,8 @@ return out
 
 /// `claim_runnable`. KEYS: leases. ARGV: now, limit, the task key head,
 /// the end of the hold, then the claimer's holder (or empty), the same as
-/// JSON text, its lease end, and the ids it runs. What `ORPHANS` would answer, as
+/// JSON text, its lease end, the most entries to examine ([`SCAN_CAP`]),
+/// and the ids it runs. What `ORPHANS` would answer, as
 /// pairs: `c` and the record this script claimed, or `h` and a record held
 /// for the caller to claim or pass by.
 ///
@@ -333,16 +341,16 @@ return out
 /// claimer writes its claims (`WRITE`, which puts the entry at the new
 /// lease's end) and gives back the ones it passed by (`RELEASE`); a
 /// claimer that dies in between holds them until the hold ends. At most
-/// 1,000 entries are examined a call (expired tasks wait for the reaper);
+/// [`SCAN_CAP`] entries are examined a call (expired tasks wait for the reaper);
 /// the entries of tasks that are gone (deleted by their key's TTL) are
 /// dropped.
 const CLAIM: &str = r#"
 local out, now, limit, offset, n, seen = {}, tonumber(ARGV[1]), tonumber(ARGV[2]), 0, 0, 0
-local holder, quoted, lease_end, skip = ARGV[5], ARGV[6], ARGV[7], {}
-for i = 8, #ARGV do skip[ARGV[i]] = true end
+local holder, quoted, lease_end, cap, skip = ARGV[5], ARGV[6], ARGV[7], tonumber(ARGV[8]), {}
+for i = 9, #ARGV do skip[ARGV[i]] = true end
 if holder ~= '' and tonumber(lease_end) <= now then holder = '' end
 local tail = ',"version":(%d+),"lease":{"holder":"~queued","fence":(%d+),"until_ms":%-?%d+}}$'
-while n < limit and seen < 1000 do
+while n < limit and seen < cap do
     local batch = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. ARGV[1], 'LIMIT', offset, limit - n)
     if #batch == 0 then break end
     for _, id in ipairs(batch) do
