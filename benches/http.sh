@@ -19,11 +19,19 @@
 #   CEILING=/path/to/a/build/of/the/ceiling bash benches/http.sh
 #   ORDER=abba bash benches/http.sh                   # each round: server, ceiling, ceiling, server
 #   WORKLOADS=get bash benches/http.sh                # `tasks/get` only
+#   SERVER_CPUS=0 CLIENT_CPUS=1 bash benches/http.sh  # servers on CPU 0, wrk on CPU 1 (taskset)
 #
 # ORDER=abba runs each side twice a round, mirrored, and takes the round's
 # ratio of the two sums: a host whose speed drifts during a round (this one
 # does, by up to 2x between runs) then weighs on both sides alike, where
 # the plain order (server, then ceiling) gives the drift to the ratio.
+#
+# SERVER_CPUS and CLIENT_CPUS (taskset lists) keep the servers and wrk on
+# cores of their own, as a client on another machine would be: unpinned,
+# two wrk threads and the server's workers share this host's two cores as
+# the scheduler places them, and share each core's caches. Both sides of
+# a round are pinned alike; a server's tokio runtime then sizes itself to
+# its CPUs (one worker on one CPU).
 #
 # Needs wrk (Debian: apt-get install -y wrk) and curl. Every server listens
 # on 127.0.0.1 only and is stopped at the end.
@@ -37,6 +45,8 @@ THREADS=${THREADS:-2}
 CONNS=${CONNS:-64}
 ORDER=${ORDER:-ab}
 WORKLOADS=${WORKLOADS:-get call}
+SERVER_CPUS=${SERVER_CPUS:-}
+CLIENT_CPUS=${CLIENT_CPUS:-}
 
 command -v wrk >/dev/null || { echo "wrk not found: apt-get install -y wrk" >&2; exit 1; }
 # shellcheck source=http/common.sh
@@ -44,25 +54,49 @@ source benches/http/common.sh
 binaries
 scratch
 
-start server "$SERVER" --port "$PORT"
+# on CPUS CMD…: CMD, on those CPUs when CPUS is set (exec: the pid is CMD's).
+on() {
+  local cpus=$1
+  shift
+  if [ -n "$cpus" ]; then exec taskset -c "$cpus" "$@"; else exec "$@"; fi
+}
+
+start server on "$SERVER_CPUS" "$SERVER" --port "$PORT"
 completed_task
 CALL_BODY="{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"greet\",\"arguments\":{\"name\":\"bench\"},$META}}"
 post tools/call greet "$CALL_BODY" >"$dir/call"
 grep -q 'Hello, bench!' "$dir/call" || { echo "greet failed: $(cat "$dir/call")" >&2; exit 1; }
 get_bytes=$(wc -c <"$dir/get")
 call_bytes=$(wc -c <"$dir/call")
-start ceiling_get "$CEILING" --port $((PORT + 1)) --bytes "$get_bytes"
-start ceiling_call "$CEILING" --port $((PORT + 2)) --bytes "$call_bytes"
+start ceiling_get on "$SERVER_CPUS" "$CEILING" --port $((PORT + 1)) --bytes "$get_bytes"
+start ceiling_call on "$SERVER_CPUS" "$CEILING" --port $((PORT + 2)) --bytes "$call_bytes"
+
+# busy CPUS: the busy and the total jiffies of those CPUs (a taskset list
+# of numbers and ranges) so far, from /proc/stat.
+busy() {
+  awk -v list="$1" 'BEGIN { n = split(list, a, ",")
+      for (i = 1; i <= n; i++) { m = split(a[i], r, "-"); for (c = r[1]; c <= r[m]; c++) want["cpu" c] = 1 } }
+    ($1 in want) { t = 0; for (i = 2; i <= 9; i++) t += $i; b += t - $5 - $6; T += t }
+    END { print b, T }' /proc/stat
+}
+percent() { # before, after (busy total) → busy %
+  echo "$1 $2" | awk '{ printf "%.0f", ($4 > $2) ? 100 * ($3 - $1) / ($4 - $2) : 0 }'
+}
 
 rate() { # port, method, name, body → requests per second
-  MCP_METHOD=$2 MCP_NAME=$3 BODY=$4 wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" \
-    -s benches/http/mcp.lua "http://127.0.0.1:$1/mcp" >"$dir/wrk"
+  local s0 w0
+  if [ -n "$SERVER_CPUS" ] && [ -n "$CLIENT_CPUS" ]; then s0=$(busy "$SERVER_CPUS"); w0=$(busy "$CLIENT_CPUS"); fi
+  (MCP_METHOD=$2 MCP_NAME=$3 BODY=$4 on "$CLIENT_CPUS" wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" \
+    -s benches/http/mcp.lua "http://127.0.0.1:$1/mcp") >"$dir/wrk"
+  if [ -n "${s0:-}" ]; then
+    printf ' %s/%s' "$(percent "$s0" "$(busy "$SERVER_CPUS")")" "$(percent "$w0" "$(busy "$CLIENT_CPUS")")" >>"$dir/busy"
+  fi
   grep -q 'Non-2xx' "$dir/wrk" && { cat "$dir/wrk" >&2; exit 1; }
   awk '/^Requests\/sec:/ {print $2}' "$dir/wrk"
 }
 median() { sort -g | awk '{v[NR]=$1} END {print (NR % 2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
 
-echo "wrk -t$THREADS -c$CONNS -d$DURATION, $ROUNDS rounds, order $ORDER; answers: tasks/get $get_bytes bytes, tools/call $call_bytes bytes"
+echo "wrk -t$THREADS -c$CONNS -d$DURATION, $ROUNDS rounds, order $ORDER, CPUs: servers ${SERVER_CPUS:-any}, wrk ${CLIENT_CPUS:-any}; answers: tasks/get $get_bytes bytes, tools/call $call_bytes bytes"
 for round in $(seq "$ROUNDS"); do
   echo "round $round, load average $(cut -d' ' -f1-3 /proc/loadavg)"
   for workload in $WORKLOADS; do
@@ -82,6 +116,10 @@ for round in $(seq "$ROUNDS"); do
     echo "$s / $c" | bc -l >>"$dir/$workload.ratio"
     printf '  %-9s server %9.0f req/s  ceiling %9.0f req/s  ratio %.3f\n' \
       "$workload" "$s" "$c" "$(tail -1 "$dir/$workload.ratio")"
+    if [ -f "$dir/busy" ]; then
+      echo "  busy %, servers' CPUs / wrk's, run by run:$(cat "$dir/busy")"
+      rm "$dir/busy"
+    fi
   done
 done
 for workload in $WORKLOADS; do
