@@ -2,8 +2,12 @@
 
 use std::sync::Arc;
 
+use http::Extensions;
+
 use super::{respond, task_id_param, Reply};
-use crate::jsonrpc::{JsonRpcError, JsonRpcRequest, JsonRpcResponse};
+use crate::context::TaskOwner;
+use crate::era::RequestEra;
+use crate::jsonrpc::{JsonRpcError, JsonRpcRequest, JsonRpcResponse, RequestId};
 use crate::runtime::engine::Engine;
 use crate::runtime::errors::{store_failure, task_not_found};
 use crate::runtime::wire;
@@ -21,19 +25,33 @@ impl Engine {
         respond(req.id, answer)
     }
 
-    /// `tasks/get` answered without waiting if the store can read so, or
-    /// the request back. The store shows the task as a view (no record
+    /// `tasks/get` answered without waiting if the store can read so
+    /// (`None` if it cannot). The store shows the task as a view (no record
     /// built); what the answer says is what [`tasks_get`](Self::tasks_get)
     /// would say, and a record with sealed fields goes that way.
     pub(crate) fn tasks_get_ready(
         &self,
-        req: JsonRpcRequest,
+        req: &JsonRpcRequest,
         era: Era,
-    ) -> Result<JsonRpcResponse, JsonRpcRequest> {
-        let task_id = match task_id_param(&req) {
-            Ok(task_id) => task_id,
-            Err(e) => return Ok(respond(req.id, Err(e))),
-        };
+    ) -> Option<JsonRpcResponse> {
+        match task_id_param(req) {
+            Ok(task_id) => {
+                let owner = self.owner_of(req);
+                self.view_now(req.id.as_ref(), task_id, owner.as_deref(), era)
+            }
+            Err(e) => Some(respond(req.id.clone(), Err(e))),
+        }
+    }
+
+    /// [`tasks_get_ready`](Self::tasks_get_ready) of `task_id` for
+    /// `owner`, the answer's id `id`.
+    fn view_now(
+        &self,
+        id: Option<&RequestId>,
+        task_id: &str,
+        owner: Option<&str>,
+        era: Era,
+    ) -> Option<JsonRpcResponse> {
         let mut answer = None;
         let mut show = |view: Option<TaskView<'_>>| {
             answer = match view {
@@ -43,10 +61,9 @@ impl Engine {
                     if found.is_none_or(|v| v.status.is_terminal()) {
                         self.registry.forget_ended(task_id);
                     }
-                    let owner = self.owner_of(&req);
                     Some(match found {
-                        Some(v) if v.owner == owner.as_deref() && v.era == era => {
-                            Ok(wire::get_response(req.id.clone(), &v, era))
+                        Some(v) if v.owner == owner && v.era == era => {
+                            Ok(wire::get_response(id.cloned(), &v, era))
                         }
                         _ => Err(task_not_found()),
                     })
@@ -63,11 +80,55 @@ impl Engine {
             Some(Ok(())) => answer,
             Some(Err(e)) => Some(Err(store_failure(&e))),
         };
-        match answer {
-            Some(Ok(response)) => Ok(response),
-            Some(Err(e)) => Ok(respond(req.id, Err(e))),
-            None => Err(req),
+        match answer? {
+            Ok(response) => Some(response),
+            Err(e) => Some(respond(id.cloned(), Err(e))),
         }
+    }
+
+    /// A `tasks/get` already read, as [`tasks_get_now`](Self::tasks_get_now)
+    /// answers it: task `task_id` with the answer's id `id`, for the owner
+    /// of `extensions` (a [`TaskOwner`]), asked in the 2026-07-28 era with
+    /// the tasks extension declared (`version`) or in 2025-11-25 (`None`).
+    /// `None` when the request must go the service's way: the store must
+    /// be waited for, the layer reads owners its own way, or the version
+    /// is not served (whose error that way writes).
+    pub(crate) fn tasks_get_plain(
+        self: &Arc<Self>,
+        id: &RequestId,
+        task_id: &str,
+        version: Option<&str>,
+        extensions: &Extensions,
+    ) -> Option<JsonRpcResponse> {
+        if self.cfg.custom_owner {
+            return None;
+        }
+        let era = match version {
+            Some(v) if self.cfg.supported_versions.iter().any(|s| s == v) => Era::Modern,
+            Some(_) => return None,
+            None => Era::Legacy,
+        };
+        self.ensure_background();
+        let owner = extensions.get::<TaskOwner>().map(|o| o.0.as_str());
+        self.view_now(Some(id), task_id, owner, era)
+    }
+
+    /// A `tasks/get` answered as [`TaskService`](crate::TaskService)
+    /// answers it, if that takes no waiting: the era's admission (its
+    /// errors are answers too), then [`tasks_get_ready`](Self::tasks_get_ready).
+    /// `None`: the store must be waited for, and the request goes the
+    /// service's way. What an endpoint built with
+    /// [`McpEndpoint::with_direct_tasks_get`](crate::McpEndpoint::with_direct_tasks_get)
+    /// calls, without a call of the service.
+    pub(crate) fn tasks_get_now(self: &Arc<Self>, req: &JsonRpcRequest) -> Option<JsonRpcResponse> {
+        let era = match RequestEra::admitted(req, &self.cfg.supported_versions)
+            .and_then(|era| era.admit_tasks_method(&req.method))
+        {
+            Ok(era) => era,
+            Err(e) => return Some(JsonRpcResponse::error(req.id.clone(), e)),
+        };
+        self.ensure_background();
+        self.tasks_get_ready(req, era)
     }
 }
 
