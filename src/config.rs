@@ -123,6 +123,7 @@ pub(crate) struct Config {
     pub(crate) owner: OwnerFn,
     /// `owner` is not [`default_owner`]: set by
     /// [`TaskLayer::with_owner_extractor`](crate::TaskLayer::with_owner_extractor).
+    #[cfg_attr(not(feature = "axum"), allow(dead_code))]
     pub(crate) custom_owner: bool,
     pub(crate) lease_ttl: Duration,
     pub(crate) recovery: Recovery,

@@ -2,11 +2,7 @@
 
 use std::sync::Arc;
 
-use http::Extensions;
-
 use super::{respond, task_id_param, Reply};
-use crate::context::TaskOwner;
-use crate::era::RequestEra;
 use crate::jsonrpc::{JsonRpcError, JsonRpcRequest, JsonRpcResponse, RequestId};
 use crate::runtime::engine::Engine;
 use crate::runtime::errors::{store_failure, task_not_found};
@@ -45,7 +41,7 @@ impl Engine {
 
     /// [`tasks_get_ready`](Self::tasks_get_ready) of `task_id` for
     /// `owner`, the answer's id `id`.
-    fn view_now(
+    pub(super) fn view_now(
         &self,
         id: Option<&RequestId>,
         task_id: &str,
@@ -84,51 +80,6 @@ impl Engine {
             Ok(response) => Some(response),
             Err(e) => Some(respond(id.cloned(), Err(e))),
         }
-    }
-
-    /// A `tasks/get` already read, as [`tasks_get_now`](Self::tasks_get_now)
-    /// answers it: task `task_id` with the answer's id `id`, for the owner
-    /// of `extensions` (a [`TaskOwner`]), asked in the 2026-07-28 era with
-    /// the tasks extension declared (`version`) or in 2025-11-25 (`None`).
-    /// `None` when the request must go the service's way: the store must
-    /// be waited for, the layer reads owners its own way, or the version
-    /// is not served (whose error that way writes).
-    pub(crate) fn tasks_get_plain(
-        self: &Arc<Self>,
-        id: &RequestId,
-        task_id: &str,
-        version: Option<&str>,
-        extensions: &Extensions,
-    ) -> Option<JsonRpcResponse> {
-        if self.cfg.custom_owner {
-            return None;
-        }
-        let era = match version {
-            Some(v) if self.cfg.supported_versions.iter().any(|s| s == v) => Era::Modern,
-            Some(_) => return None,
-            None => Era::Legacy,
-        };
-        self.ensure_background();
-        let owner = extensions.get::<TaskOwner>().map(|o| o.0.as_str());
-        self.view_now(Some(id), task_id, owner, era)
-    }
-
-    /// A `tasks/get` answered as [`TaskService`](crate::TaskService)
-    /// answers it, if that takes no waiting: the era's admission (its
-    /// errors are answers too), then [`tasks_get_ready`](Self::tasks_get_ready).
-    /// `None`: the store must be waited for, and the request goes the
-    /// service's way. What an endpoint built with
-    /// [`McpEndpoint::with_direct_tasks_get`](crate::McpEndpoint::with_direct_tasks_get)
-    /// calls, without a call of the service.
-    pub(crate) fn tasks_get_now(self: &Arc<Self>, req: &JsonRpcRequest) -> Option<JsonRpcResponse> {
-        let era = match RequestEra::admitted(req, &self.cfg.supported_versions)
-            .and_then(|era| era.admit_tasks_method(&req.method))
-        {
-            Ok(era) => era,
-            Err(e) => return Some(JsonRpcResponse::error(req.id.clone(), e)),
-        };
-        self.ensure_background();
-        self.tasks_get_ready(req, era)
     }
 }
 
