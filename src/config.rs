@@ -121,6 +121,10 @@ pub(crate) struct Config {
     pub(crate) list_page_size: usize,
     pub(crate) limits: Limits,
     pub(crate) owner: OwnerFn,
+    /// `owner` is not [`default_owner`]: set by
+    /// [`TaskLayer::with_owner_extractor`](crate::TaskLayer::with_owner_extractor).
+    #[cfg_attr(not(feature = "axum"), allow(dead_code))]
+    pub(crate) custom_owner: bool,
     pub(crate) lease_ttl: Duration,
     pub(crate) recovery: Recovery,
     pub(crate) execution: Execution,
@@ -147,6 +151,7 @@ impl Default for Config {
             list_page_size: 50,
             limits: Limits::default(),
             owner: Arc::new(default_owner),
+            custom_owner: false,
             lease_ttl: Duration::from_secs(30),
             recovery: Recovery::Fail,
             execution: Execution::Inline,

@@ -216,7 +216,10 @@ impl TaskLayer {
         F: Fn(&JsonRpcRequest) -> Option<String> + Send + Sync + 'static,
     {
         let f: OwnerFn = Arc::new(extract);
-        self.map_config(|c| c.owner = f)
+        self.map_config(|c| {
+            c.owner = f;
+            c.custom_owner = true;
+        })
     }
 
     /// Whether a `tools/call` that may become a task is refused when the

@@ -68,6 +68,12 @@ impl<S> TaskService<S> {
     pub fn into_inner(self) -> S {
         self.inner
     }
+
+    /// The engine the layer's services share.
+    #[cfg(feature = "axum")]
+    pub(crate) fn engine(&self) -> &Arc<Engine> {
+        &self.engine
+    }
 }
 
 impl<S> TaskService<S>
@@ -237,16 +243,13 @@ where
             Err(e) => return answer(JsonRpcResponse::error(req.id, e)),
         };
         self.engine.ensure_background();
-        let req = if req.method == "tasks/get" {
+        if req.method == "tasks/get" {
             // A store that answers without waiting: answered here, with no
             // future to allocate and no shared state to clone.
-            match self.engine.tasks_get_ready(req, era) {
-                Ok(resp) => return answer(resp),
-                Err(req) => req,
+            if let Some(resp) = self.engine.tasks_get_ready(&req, era) {
+                return answer(resp);
             }
-        } else {
-            req
-        };
+        }
         let engine = Arc::clone(&self.engine);
         match req.method.as_str() {
             "tasks/get" => ResponseFuture::intercepted(Box::pin(async move {

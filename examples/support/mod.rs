@@ -108,7 +108,11 @@ where
         serve_stdio(service).await;
         return;
     }
-    let app = McpEndpoint::new(service).with_authentication(bearer_identity);
+    // `tasks/get` answered by the endpoint from the layer's store (the same
+    // answers, without a call of the service).
+    let app = McpEndpoint::new(service)
+        .with_authentication(bearer_identity)
+        .with_direct_tasks_get();
 
     let port = args.port;
     let listener = match tokio::net::TcpListener::bind(("127.0.0.1", port)).await {

@@ -21,6 +21,7 @@ use super::body::{drain, read_body, BodyError, ReqBody};
 use super::guard::{admit, AllowedOrigins};
 use super::headers::check_headers;
 use super::peer::{accept_answer, StreamPeer};
+use super::plain_get::answer_plain_get;
 use super::response::{
     body_timed_out, outcome_response, refuse_identity, respond, respond_owned, respond_without_id,
     service_failed,
@@ -30,6 +31,7 @@ use super::sse::serve_with_peer;
 use crate::jsonrpc::{IdentityRefusal, JsonRpcError, JsonRpcRequest, JsonRpcResponse};
 use crate::peer::Peer;
 use crate::pending::{read_incoming, Incoming, PendingRequests};
+use crate::runtime::Engine;
 
 /// The hook of [`McpEndpoint::with_identity`](super::McpEndpoint::with_identity)
 /// and [`with_authentication`](super::McpEndpoint::with_authentication).
@@ -46,6 +48,10 @@ pub(super) struct EndpointState<S> {
     pub(super) origins: AllowedOrigins,
     /// Server→client requests of every response stream, by id.
     pub(super) pending: Arc<PendingRequests>,
+    /// The task layer's engine when the service is a [`TaskService`](crate::TaskService)
+    /// and the endpoint answers `tasks/get` itself
+    /// ([`McpEndpoint::with_direct_tasks_get`](super::McpEndpoint::with_direct_tasks_get)).
+    pub(super) direct: Option<Arc<Engine>>,
 }
 
 /// Every `POST` to the endpoint's path.
@@ -120,7 +126,8 @@ struct Admitted {
 }
 
 /// Read and check one request: the answer if it is refused (or was a
-/// client's answer to a server request). An `async` block, not an `async
+/// client's answer to a server request, or a `tasks/get` the endpoint
+/// answers itself). An `async` block, not an `async
 /// fn`, whose arguments would be kept twice in the future.
 #[allow(clippy::manual_async_fn)]
 fn admit_request<S, B: ReqBody>(
@@ -187,6 +194,16 @@ where
                 ));
             }
         };
+        // A `tasks/get` of the shape clients send, answered by the layer
+        // without decoding it (see `plain_get`).
+        if let Some(engine) = &state.direct {
+            if let Some((status, response)) = answer_plain_get(engine, &headers, &bytes, &identity)
+            {
+                let mut reply_headers = std::mem::take(&mut parts.headers);
+                reply_headers.clear();
+                return Err(respond_owned(status, response, reply_headers));
+            }
+        }
         let mut request = match read_incoming(&bytes) {
             Incoming::Request(request) => request,
             Incoming::Answer(value) => return Err(accept_answer(&state.pending, value)),
@@ -204,6 +221,21 @@ where
         }
         request.extensions.extend(identity);
         let accepts_event_stream = headers.accepts_event_stream;
+        // As `call` would answer it through the service, with no call: the
+        // request's future never reaches the calling step.
+        if let (Some(engine), Some(id)) = (&state.direct, &request.id) {
+            if request.method == "tasks/get" {
+                if let Some(response) = engine.tasks_get_now(&request) {
+                    let modern = request.protocol_version().is_some();
+                    let id = id.clone();
+                    let (status, response) =
+                        outcome_response(id, Ok::<_, Infallible>(response), modern);
+                    let mut reply_headers = std::mem::take(&mut parts.headers);
+                    reply_headers.clear();
+                    return Err(respond_owned(status, response, reply_headers));
+                }
+            }
+        }
         // Emptied, the map keeps its room: the answer's headers go in it, and
         // hyper, once it has written them, parses the connection's next
         // request head into it (hyper keeps the map of the answer it wrote

@@ -6,6 +6,9 @@
 //! 2026-07-28 headers against the body, `handle` calls the service,
 //! `response` writes a JSON answer, and `sse` streams the answer instead
 //! when the service talks back to the client through the `peer`.
+//! `plain_get` recognises the `tasks/get` clients send, for an endpoint
+//! that answers it from the layer's store
+//! ([`McpEndpoint::with_direct_tasks_get`]).
 
 mod answer;
 mod body;
@@ -14,6 +17,7 @@ mod guard;
 mod handle;
 mod headers;
 mod peer;
+mod plain_get;
 mod response;
 mod seen;
 mod serve;
@@ -30,6 +34,8 @@ use axum::{BoxError, Router};
 use tower_service::Service;
 
 use crate::jsonrpc::{IdentityRefusal, JsonRpcRequest, JsonRpcResponse};
+use crate::runtime::Engine;
+use crate::service::TaskService;
 // Named by the docs of `McpEndpoint` only.
 #[cfg(doc)]
 use crate::peer::{ClientPeer, Peer};
@@ -243,6 +249,7 @@ pub struct McpEndpoint<S> {
     body_limit: usize,
     body_timeout: Duration,
     origins: AllowedOrigins,
+    direct: Option<Arc<Engine>>,
 }
 
 impl<S> fmt::Debug for McpEndpoint<S> {
@@ -253,6 +260,7 @@ impl<S> fmt::Debug for McpEndpoint<S> {
             .field("body_limit", &self.body_limit)
             .field("body_timeout", &self.body_timeout)
             .field("origins", &self.origins)
+            .field("direct_tasks_get", &self.direct.is_some())
             .finish()
     }
 }
@@ -267,6 +275,7 @@ impl<S> McpEndpoint<S> {
             body_limit: DEFAULT_BODY_LIMIT,
             body_timeout: DEFAULT_BODY_TIMEOUT,
             origins: AllowedOrigins::Loopback,
+            direct: None,
         }
     }
 
@@ -461,6 +470,26 @@ impl<S> McpEndpoint<S> {
             body_timeout: self.body_timeout,
             origins: self.origins,
             pending: Arc::default(),
+            direct: self.direct,
         }
+    }
+}
+
+impl<S> McpEndpoint<TaskService<S>> {
+    /// Answer `tasks/get` in the endpoint, from the [`TaskLayer`](crate::TaskLayer)'s
+    /// store, instead of calling the service with it: the same answers,
+    /// byte for byte, with every check of the request as before (`Origin`,
+    /// `Content-Type`, the identity hook, the body limit and timeout, the
+    /// 2026-07-28 headers, the protocol version and the task's owner), for
+    /// less work per request. Only for an endpoint whose service is the
+    /// layer's [`TaskService`] itself, so that nothing between the two
+    /// could change a request. A `tasks/get` the store cannot answer
+    /// without waiting (a database's) and a notification go to the service
+    /// as before. What changes: such a `tasks/get` does not wait for the
+    /// service's [`poll_ready`](Service::poll_ready), which the layer does
+    /// not need for it.
+    pub fn with_direct_tasks_get(mut self) -> Self {
+        self.direct = Some(std::sync::Arc::clone(self.service.engine()));
+        self
     }
 }

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use super::{respond, task_id_param, Reply};
-use crate::jsonrpc::{JsonRpcError, JsonRpcRequest, JsonRpcResponse};
+use crate::jsonrpc::{JsonRpcError, JsonRpcRequest, JsonRpcResponse, RequestId};
 use crate::runtime::engine::Engine;
 use crate::runtime::errors::{store_failure, task_not_found};
 use crate::runtime::wire;
@@ -21,19 +21,33 @@ impl Engine {
         respond(req.id, answer)
     }
 
-    /// `tasks/get` answered without waiting if the store can read so, or
-    /// the request back. The store shows the task as a view (no record
+    /// `tasks/get` answered without waiting if the store can read so
+    /// (`None` if it cannot). The store shows the task as a view (no record
     /// built); what the answer says is what [`tasks_get`](Self::tasks_get)
     /// would say, and a record with sealed fields goes that way.
     pub(crate) fn tasks_get_ready(
         &self,
-        req: JsonRpcRequest,
+        req: &JsonRpcRequest,
         era: Era,
-    ) -> Result<JsonRpcResponse, JsonRpcRequest> {
-        let task_id = match task_id_param(&req) {
-            Ok(task_id) => task_id,
-            Err(e) => return Ok(respond(req.id, Err(e))),
-        };
+    ) -> Option<JsonRpcResponse> {
+        match task_id_param(req) {
+            Ok(task_id) => {
+                let owner = self.owner_of(req);
+                self.view_now(req.id.as_ref(), task_id, owner.as_deref(), era)
+            }
+            Err(e) => Some(respond(req.id.clone(), Err(e))),
+        }
+    }
+
+    /// [`tasks_get_ready`](Self::tasks_get_ready) of `task_id` for
+    /// `owner`, the answer's id `id`.
+    pub(super) fn view_now(
+        &self,
+        id: Option<&RequestId>,
+        task_id: &str,
+        owner: Option<&str>,
+        era: Era,
+    ) -> Option<JsonRpcResponse> {
         let mut answer = None;
         let mut show = |view: Option<TaskView<'_>>| {
             answer = match view {
@@ -43,10 +57,9 @@ impl Engine {
                     if found.is_none_or(|v| v.status.is_terminal()) {
                         self.registry.forget_ended(task_id);
                     }
-                    let owner = self.owner_of(&req);
                     Some(match found {
-                        Some(v) if v.owner == owner.as_deref() && v.era == era => {
-                            Ok(wire::get_response(req.id.clone(), &v, era))
+                        Some(v) if v.owner == owner && v.era == era => {
+                            Ok(wire::get_response(id.cloned(), &v, era))
                         }
                         _ => Err(task_not_found()),
                     })
@@ -63,10 +76,9 @@ impl Engine {
             Some(Ok(())) => answer,
             Some(Err(e)) => Some(Err(store_failure(&e))),
         };
-        match answer {
-            Some(Ok(response)) => Ok(response),
-            Some(Err(e)) => Ok(respond(req.id, Err(e))),
-            None => Err(req),
+        match answer? {
+            Ok(response) => Some(response),
+            Err(e) => Some(respond(id.cloned(), Err(e))),
         }
     }
 }

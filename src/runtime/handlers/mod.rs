@@ -8,6 +8,8 @@ use crate::jsonrpc::{JsonRpcError, JsonRpcRequest, JsonRpcResponse, RequestId, S
 
 mod call;
 mod cancel;
+#[cfg(feature = "axum")]
+mod direct;
 mod get;
 mod list;
 mod listen;
