@@ -52,16 +52,9 @@ pub(super) struct PlainGet<'b> {
 
 impl<'b> PlainGet<'b> {
     pub(super) fn read(body: &'b [u8]) -> Option<Self> {
-        if let Some(rest) = body.strip_prefix(METHOD_FIRST) {
-            let (task_id, rest) = plain(rest)?;
-            let (id, rest) = read_id(rest.strip_prefix(ID_LAST)?)?;
-            return (rest == b"}").then_some(PlainGet {
-                id,
-                task_id,
-                version: None,
-            });
-        }
-        let rest = body.strip_prefix(HEAD)?;
+        let Some(rest) = body.strip_prefix(HEAD) else {
+            return Self::read_method_first(body);
+        };
         let (id, rest) = read_id(rest)?;
         let (task_id, rest) = plain(rest.strip_prefix(METHOD)?)?;
         if rest == LEGACY_END {
@@ -76,6 +69,19 @@ impl<'b> PlainGet<'b> {
             id,
             task_id,
             version: Some(version),
+        })
+    }
+
+    /// The TypeScript SDK's order: code of its own, off the way of the
+    /// other shapes.
+    #[inline(never)]
+    fn read_method_first(body: &'b [u8]) -> Option<Self> {
+        let (task_id, rest) = plain(body.strip_prefix(METHOD_FIRST)?)?;
+        let (id, rest) = read_id(rest.strip_prefix(ID_LAST)?)?;
+        (rest == b"}").then_some(PlainGet {
+            id,
+            task_id,
+            version: None,
         })
     }
 
