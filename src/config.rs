@@ -120,11 +120,10 @@ pub(crate) struct Config {
     pub(crate) reap_interval: Duration,
     pub(crate) list_page_size: usize,
     pub(crate) limits: Limits,
-    pub(crate) owner: OwnerFn,
-    /// `owner` is not [`default_owner`]: set by
-    /// [`TaskLayer::with_owner_extractor`](crate::TaskLayer::with_owner_extractor).
-    #[cfg_attr(not(feature = "axum"), allow(dead_code))]
-    pub(crate) custom_owner: bool,
+    /// The layer's own owner extractor
+    /// ([`TaskLayer::with_owner_extractor`](crate::TaskLayer::with_owner_extractor)),
+    /// or `None`: [`default_owner`].
+    pub(crate) owner: Option<OwnerFn>,
     pub(crate) lease_ttl: Duration,
     pub(crate) recovery: Recovery,
     pub(crate) execution: Execution,
@@ -150,8 +149,7 @@ impl Default for Config {
             reap_interval: Duration::from_secs(1),
             list_page_size: 50,
             limits: Limits::default(),
-            owner: Arc::new(default_owner),
-            custom_owner: false,
+            owner: None,
             lease_ttl: Duration::from_secs(30),
             recovery: Recovery::Fail,
             execution: Execution::Inline,

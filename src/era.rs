@@ -20,6 +20,11 @@ pub(crate) struct RequestEra {
     pub(crate) tasks_declared: bool,
 }
 
+/// Whether `version` is one of the `supported` 2026-07-28-style versions.
+pub(crate) fn serves(supported: &[String], version: &str) -> bool {
+    supported.iter().any(|s| s == version)
+}
+
 impl RequestEra {
     pub(crate) fn of(req: &JsonRpcRequest) -> Self {
         Self::read(req).0
@@ -34,7 +39,7 @@ impl RequestEra {
     ) -> Result<Self, JsonRpcError> {
         let (era, version) = Self::read(req);
         match version {
-            Some(v) if !supported.iter().any(|s| s == v) => {
+            Some(v) if !serves(supported, v) => {
                 Err(JsonRpcError::unsupported_protocol_version(v, supported))
             }
             _ => Ok(era),

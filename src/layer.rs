@@ -216,10 +216,7 @@ impl TaskLayer {
         F: Fn(&JsonRpcRequest) -> Option<String> + Send + Sync + 'static,
     {
         let f: OwnerFn = Arc::new(extract);
-        self.map_config(|c| {
-            c.owner = f;
-            c.custom_owner = true;
-        })
+        self.map_config(|c| c.owner = Some(f))
     }
 
     /// Whether a `tools/call` that may become a task is refused when the

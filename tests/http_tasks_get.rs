@@ -70,8 +70,12 @@ struct Servers {
 }
 
 async fn start() -> Servers {
+    start_with(TaskLayer::new(MemoryStore::new())).await
+}
+
+async fn start_with(layer: TaskLayer) -> Servers {
     let ready = Arc::new(AtomicBool::new(true));
-    let layer = TaskLayer::new(MemoryStore::new()).with_tool_policy("job", TaskPolicy::Task);
+    let layer = layer.with_tool_policy("job", TaskPolicy::Task);
     let service: TaskService<Inner> = layer.layer(Inner {
         ready: Arc::clone(&ready),
     });
@@ -216,6 +220,12 @@ async fn the_direct_tasks_get_answers_as_the_service_does() {
             r#"{{"jsonrpc":"2.0","id":{id},"method":"tasks/get","params":{{"taskId":"{task}"}}}}"#
         )
     };
+    // As the TypeScript SDK writes a 2025-11-25 one: the method first.
+    let method_first = |id: &str, task: &str| {
+        format!(
+            r#"{{"method":"tasks/get","params":{{"taskId":"{task}"}},"jsonrpc":"2.0","id":{id}}}"#
+        )
+    };
     let sse = "accept: application/json, text/event-stream\r\n";
     let mut answers = Vec::new();
     for caller in [Some("alice"), Some("bob"), None] {
@@ -231,6 +241,7 @@ async fn the_direct_tasks_get_answers_as_the_service_does() {
             let headers = user(caller);
             answers.push(same_answer(&servers, &headers, &old("6", task)).await);
             answers.push(same_answer(&servers, &headers, &old(r#""x""#, task)).await);
+            answers.push(same_answer(&servers, &headers, &method_first("7", task)).await);
         }
     }
     // The cases are the ones meant: both eras' task found, and not found.
@@ -284,6 +295,47 @@ async fn the_direct_tasks_get_answers_as_the_service_does() {
             get("8", &modern),
         ),
         (user(alice), get("8", &modern)),
+        // Each 2026-07-28 header checked: another method; another version
+        // than the body's (both served); a name twice (the same), padded,
+        // or encoded for a plain id; a task id in the encoded form.
+        (
+            modern_headers("tasks/cancel", &modern, alice),
+            get("8", &modern),
+        ),
+        (
+            modern_headers("tasks/get", &modern, alice).replace(
+                "mcp-protocol-version: 2026-07-28",
+                "mcp-protocol-version: 2025-11-25",
+            ),
+            get("8", &modern),
+        ),
+        (
+            format!(
+                "{}mcp-name: {modern}\r\n",
+                modern_headers("tasks/get", &modern, alice)
+            ),
+            get("8", &modern),
+        ),
+        (
+            modern_headers("tasks/get", &modern, alice).replace(
+                &format!("mcp-name: {modern}"),
+                &format!("mcp-name:   {modern}  "),
+            ),
+            get("8", &modern),
+        ),
+        (
+            modern_headers("tasks/get", &modern, alice)
+                .replace("mcp-method: tasks/get", "mcp-method:  tasks/get "),
+            get("8", &modern),
+        ),
+        (
+            modern_headers("tasks/get", "=?base64?YWI=?=", alice),
+            get("8", "ab"),
+        ),
+        (
+            modern_headers("tasks/get", "=?base64?YWI=?=", alice),
+            get("8", "=?base64?YWI=?="),
+        ),
         // A version the layer does not serve; no tasks capability.
         (
             modern_headers("tasks/get", &modern, alice).replace("2026-07-28", "2099-01-01"),
@@ -327,21 +379,76 @@ async fn the_direct_tasks_get_answers_as_the_service_does() {
 #[tokio::test]
 async fn the_direct_tasks_get_does_not_call_the_service() {
     let servers = start().await;
-    let (_, legacy) = tasks(&servers).await;
+    let (modern, legacy) = tasks(&servers).await;
     servers.ready.store(false, Ordering::Release);
-    // The shape clients send (read on its bytes), and another (decoded).
+    // The shapes read on their bytes (each era's, and the TypeScript
+    // SDK's order), and another (decoded).
     let plain = format!(
         r#"{{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{{"taskId":"{legacy}"}}}}"#
     );
     let spaced = plain.replace(r#""id":1"#, r#""id": "a\"b""#);
-    for body in [plain, spaced] {
+    let method_first = format!(
+        r#"{{"method":"tasks/get","params":{{"taskId":"{legacy}"}},"jsonrpc":"2.0","id":1}}"#
+    );
+    let alice = user(Some("alice"));
+    let modern_body = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{{"taskId":"{modern}",{META}}}}}"#
+    );
+    let modern_head = modern_headers("tasks/get", &modern, Some("alice"));
+    for (headers, body) in [
+        (&alice, plain),
+        (&alice, spaced),
+        (&alice, method_first),
+        (&modern_head, modern_body),
+    ] {
         for addr in [servers.direct, servers.routed] {
-            let answer = tokio::time::timeout(
-                Duration::from_secs(10),
-                exchange(addr, &user(Some("alice")), &body),
-            )
-            .await
-            .expect("answered without the service");
+            let answer =
+                tokio::time::timeout(Duration::from_secs(10), exchange(addr, headers, &body))
+                    .await
+                    .expect("answered without the service");
+            assert_eq!(
+                body_json(&answer)["result"]["status"],
+                "completed",
+                "{answer}"
+            );
+        }
+    }
+}
+
+/// A layer with its own owner extractor: the direct path reads owners as
+/// it does, not from the identity hook's `TaskOwner`. This extractor makes
+/// every caller one owner, so bob reads alice's tasks, as the service's
+/// way answers.
+#[tokio::test]
+async fn the_direct_tasks_get_reads_owners_with_the_layers_extractor() {
+    let layer =
+        TaskLayer::new(MemoryStore::new()).with_owner_extractor(|_| Some("everyone".to_owned()));
+    let servers = start_with(layer).await;
+    let (modern, legacy) = tasks(&servers).await;
+    for caller in [Some("alice"), Some("bob"), None] {
+        let modern_body = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{{"taskId":"{modern}",{META}}}}}"#
+        );
+        let answer = same_answer(
+            &servers,
+            &modern_headers("tasks/get", &modern, caller),
+            &modern_body,
+        )
+        .await;
+        assert_eq!(
+            body_json(&answer)["result"]["status"],
+            "completed",
+            "{answer}"
+        );
+        for body in [
+            format!(
+                r#"{{"jsonrpc":"2.0","id":2,"method":"tasks/get","params":{{"taskId":"{legacy}"}}}}"#
+            ),
+            format!(
+                r#"{{"method":"tasks/get","params":{{"taskId":"{legacy}"}},"jsonrpc":"2.0","id":3}}"#
+            ),
+        ] {
+            let answer = same_answer(&servers, &user(caller), &body).await;
             assert_eq!(
                 body_json(&answer)["result"]["status"],
                 "completed",

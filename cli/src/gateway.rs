@@ -179,7 +179,11 @@ pub(crate) async fn run(args: Args) -> Result<(), String> {
     let Some(addr) = args.listen else {
         return Err("--listen ADDR or --stdio is needed".to_owned());
     };
-    let endpoint = McpEndpoint::new(service).with_authentication(bearer_identity);
+    // `tasks/get` answered from the layer's store where it can be without
+    // waiting (the memory store), as the service would answer it.
+    let endpoint = McpEndpoint::new(service)
+        .with_authentication(bearer_identity)
+        .with_direct_tasks_get();
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| format!("cannot listen on {addr}: {e}"))?;

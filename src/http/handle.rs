@@ -21,7 +21,7 @@ use super::body::{drain, read_body, BodyError, ReqBody};
 use super::guard::{admit, AllowedOrigins};
 use super::headers::check_headers;
 use super::peer::{accept_answer, StreamPeer};
-use super::plain_get::answer_plain_get;
+use super::plain_get::{answer_plain_get, Plain};
 use super::response::{
     body_timed_out, outcome_response, refuse_identity, respond, respond_owned, respond_without_id,
     service_failed,
@@ -196,12 +196,15 @@ where
         };
         // A `tasks/get` of the shape clients send, answered by the layer
         // without decoding it (see `plain_get`).
-        if let Some(engine) = &state.direct {
-            if let Some((status, response)) = answer_plain_get(engine, &headers, &bytes, &identity)
-            {
-                let mut reply_headers = std::mem::take(&mut parts.headers);
-                reply_headers.clear();
-                return Err(respond_owned(status, response, reply_headers));
+        let mut direct = state.direct.as_ref();
+        if let Some(engine) = direct {
+            match answer_plain_get(engine, &headers, &bytes, &identity) {
+                Plain::Answered(status, response) => {
+                    return Err(respond_owned(status, response, emptied(&mut parts)));
+                }
+                // No second try without the service: it would wait too.
+                Plain::Service => direct = None,
+                Plain::Decode => {}
             }
         }
         let mut request = match read_incoming(&bytes) {
@@ -223,33 +226,35 @@ where
         let accepts_event_stream = headers.accepts_event_stream;
         // As `call` would answer it through the service, with no call: the
         // request's future never reaches the calling step.
-        if let (Some(engine), Some(id)) = (&state.direct, &request.id) {
+        if let (Some(engine), Some(id)) = (direct, &request.id) {
             if request.method == "tasks/get" {
                 if let Some(response) = engine.tasks_get_now(&request) {
                     let modern = request.protocol_version().is_some();
                     let id = id.clone();
                     let (status, response) =
                         outcome_response(id, Ok::<_, Infallible>(response), modern);
-                    let mut reply_headers = std::mem::take(&mut parts.headers);
-                    reply_headers.clear();
-                    return Err(respond_owned(status, response, reply_headers));
+                    return Err(respond_owned(status, response, emptied(&mut parts)));
                 }
             }
         }
-        // Emptied, the map keeps its room: the answer's headers go in it, and
-        // hyper, once it has written them, parses the connection's next
-        // request head into it (hyper keeps the map of the answer it wrote
-        // for that). A new map for the answer instead cost two allocations
-        // here and two more in hyper, growing it to the next request's
-        // headers, on every request.
-        let mut reply_headers = std::mem::take(&mut parts.headers);
-        reply_headers.clear();
         Ok(Admitted {
             request,
             accepts_event_stream,
-            reply_headers,
+            reply_headers: emptied(&mut parts),
         })
     }
+}
+
+/// The request's header map, emptied, for the answer's headers. Emptied,
+/// the map keeps its room: the answer's headers go in it, and hyper, once
+/// it has written them, parses the connection's next request head into it
+/// (hyper keeps the map of the answer it wrote for that). A new map for
+/// the answer instead cost two allocations here and two more in hyper,
+/// growing it to the next request's headers, on every request.
+fn emptied(parts: &mut Parts) -> HeaderMap {
+    let mut headers = std::mem::take(&mut parts.headers);
+    headers.clear();
+    headers
 }
 
 /// Call the service with an admitted request and answer with its outcome.

@@ -61,7 +61,7 @@ fn clean(value: &str) -> bool {
 /// Whether `header` came once with exactly the bytes of `value`: for a
 /// [`clean`] value, what [`single_header`] and the comparison after it
 /// accept, without reading the header's bytes one by one first.
-fn exactly(header: One<'_>, value: &str) -> bool {
+pub(super) fn exactly(header: One<'_>, value: &str) -> bool {
     matches!(header, One::Once(v) if v.as_bytes() == value.as_bytes())
 }
 

@@ -484,10 +484,13 @@ impl<S> McpEndpoint<TaskService<S>> {
     /// less work per request. Only for an endpoint whose service is the
     /// layer's [`TaskService`] itself, so that nothing between the two
     /// could change a request. A `tasks/get` the store cannot answer
-    /// without waiting (a database's) and a notification go to the service
-    /// as before. What changes: such a `tasks/get` does not wait for the
+    /// without waiting (a database's), a sealed record's and a
+    /// notification go to the service as before. What changes for a
+    /// `tasks/get` answered in the endpoint: it does not wait for the
     /// service's [`poll_ready`](Service::poll_ready), which the layer does
-    /// not need for it.
+    /// not need for it, so the inner service's middleware (a concurrency
+    /// or rate limit, load shedding) does not bound it, and a `poll_ready`
+    /// that fails (a `Buffer` whose worker is gone) does not make it a 500.
     pub fn with_direct_tasks_get(mut self) -> Self {
         self.direct = Some(std::sync::Arc::clone(self.service.engine()));
         self

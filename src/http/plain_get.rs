@@ -11,9 +11,11 @@ use std::sync::Arc;
 
 use axum::http::{Extensions, StatusCode};
 
+use super::headers::exactly;
 use super::response::outcome_response;
-use super::seen::{One, SeenHeaders};
+use super::seen::SeenHeaders;
 use crate::jsonrpc::{JsonRpcResponse, RequestId};
+use crate::runtime::handlers::PlainAnswer;
 use crate::runtime::Engine;
 
 const HEAD: &[u8] = br#"{"jsonrpc":"2.0","id":"#;
@@ -25,10 +27,17 @@ const LEGACY_END: &[u8] = br#""}}"#;
 const META: &[u8] = br#"","_meta":{"io.modelcontextprotocol/protocolVersion":""#;
 /// From the version's closing quote: the tasks extension declared, the end.
 const MODERN_END: &[u8] = br#"","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}}}"#;
+/// The TypeScript SDK's order (the method first, the id last), up to the
+/// opening quote of the task id.
+const METHOD_FIRST: &[u8] = br#"{"method":"tasks/get","params":{"taskId":""#;
+/// From the task id's closing quote, in that order, up to the id.
+const ID_LAST: &[u8] = br#""},"jsonrpc":"2.0","id":"#;
 
 /// A `tasks/get` body of exactly this shape, with no space anywhere:
 /// `{"jsonrpc":"2.0","id":ID,"method":"tasks/get","params":{"taskId":"T"}}`
-/// (2025-11-25), or with `,"_meta":{"io.modelcontextprotocol/protocolVersion":"V",
+/// (2025-11-25, as the Python SDK writes it; the TypeScript SDK writes
+/// `{"method":"tasks/get","params":{"taskId":"T"},"jsonrpc":"2.0","id":ID}`,
+/// read too), or with `,"_meta":{"io.modelcontextprotocol/protocolVersion":"V",
 /// "io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}`
 /// after `"T"` (2026-07-28, the tasks extension declared). ID is an
 /// integer of at most 18 digits (not `-0`) or a plain string; T and V are
@@ -43,7 +52,9 @@ pub(super) struct PlainGet<'b> {
 
 impl<'b> PlainGet<'b> {
     pub(super) fn read(body: &'b [u8]) -> Option<Self> {
-        let rest = body.strip_prefix(HEAD)?;
+        let Some(rest) = body.strip_prefix(HEAD) else {
+            return Self::read_method_first(body);
+        };
         let (id, rest) = read_id(rest)?;
         let (task_id, rest) = plain(rest.strip_prefix(METHOD)?)?;
         if rest == LEGACY_END {
@@ -61,6 +72,19 @@ impl<'b> PlainGet<'b> {
         })
     }
 
+    /// The TypeScript SDK's order: code of its own, off the way of the
+    /// other shapes.
+    #[inline(never)]
+    fn read_method_first(body: &'b [u8]) -> Option<Self> {
+        let (task_id, rest) = plain(body.strip_prefix(METHOD_FIRST)?)?;
+        let (id, rest) = read_id(rest.strip_prefix(ID_LAST)?)?;
+        (rest == b"}").then_some(PlainGet {
+            id,
+            task_id,
+            version: None,
+        })
+    }
+
     /// Whether the 2026-07-28 headers are, each once, exactly the body's
     /// (so that [`check_headers`](super::headers::check_headers) passes;
     /// any other case goes its way). A task id in the `=?…?=` form of an
@@ -70,10 +94,9 @@ impl<'b> PlainGet<'b> {
             // 2025-11-25 requests are not checked.
             return true;
         };
-        let once = |header: One<'_>, value: &str| matches!(header, One::Once(v) if v.as_bytes() == value.as_bytes());
-        once(headers.protocol_version, version)
-            && once(headers.mcp_method, "tasks/get")
-            && once(headers.mcp_name, self.task_id)
+        exactly(headers.protocol_version, version)
+            && exactly(headers.mcp_method, "tasks/get")
+            && exactly(headers.mcp_name, self.task_id)
             && !self.task_id.starts_with("=?")
     }
 }
@@ -114,26 +137,40 @@ fn read_id(bytes: &[u8]) -> Option<(RequestId, &[u8])> {
     Some((RequestId::Number(if negative { -n } else { n }), rest))
 }
 
+/// What the endpoint does with a body after [`answer_plain_get`].
+pub(super) enum Plain {
+    /// Answer this: what the service's way answers, status included.
+    Answered(StatusCode, JsonRpcResponse),
+    /// A `tasks/get` whose store must be waited for: the service's way.
+    Service,
+    /// Decode the body and go on as for any other.
+    Decode,
+}
+
 /// The answer to a [`PlainGet`] body whose headers agree with it, if the
-/// layer gives it without waiting (see `Engine::tasks_get_plain`): what
-/// the service's way answers, status included.
+/// layer gives it without waiting (see `Engine::tasks_get_plain`).
 pub(super) fn answer_plain_get(
     engine: &Arc<Engine>,
     headers: &SeenHeaders<'_>,
     body: &[u8],
     identity: &Extensions,
-) -> Option<(StatusCode, JsonRpcResponse)> {
-    let get = PlainGet::read(body)?;
+) -> Plain {
+    let Some(get) = PlainGet::read(body) else {
+        return Plain::Decode;
+    };
     if !get.headers_agree(headers) {
-        return None;
+        return Plain::Decode;
     }
-    let response = engine.tasks_get_plain(&get.id, get.task_id, get.version, identity)?;
-    let modern = get.version.is_some();
-    Some(outcome_response(
-        get.id,
-        Ok::<_, Infallible>(response),
-        modern,
-    ))
+    match engine.tasks_get_plain(&get.id, get.task_id, get.version, identity) {
+        PlainAnswer::Answer(response) => {
+            let modern = get.version.is_some();
+            let (status, response) =
+                outcome_response(get.id, Ok::<_, Infallible>(response), modern);
+            Plain::Answered(status, response)
+        }
+        PlainAnswer::Service => Plain::Service,
+        PlainAnswer::Decode => Plain::Decode,
+    }
 }
 
 #[cfg(test)]
@@ -146,6 +183,9 @@ mod tests {
     const MODERN: &str = r#"{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"ab12","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}}}"#;
     const LEGACY: &str =
         r#"{"jsonrpc":"2.0","id":"x","method":"tasks/get","params":{"taskId":"ab12"}}"#;
+    /// As the TypeScript SDK (1.32) writes it.
+    const METHOD_FIRST_BODY: &str =
+        r#"{"method":"tasks/get","params":{"taskId":"ab12"},"jsonrpc":"2.0","id":3}"#;
 
     /// What the general way reads of `body`, as a `PlainGet` would say it,
     /// if it reads a `tasks/get` with the tasks extension declared.
@@ -200,6 +240,22 @@ mod tests {
                 version: None
             })
         );
+        assert_eq!(
+            PlainGet::read(METHOD_FIRST_BODY.as_bytes()),
+            Some(PlainGet {
+                id: RequestId::Number(3),
+                task_id: "ab12",
+                version: None
+            })
+        );
+        for other in [
+            METHOD_FIRST_BODY.replace(":3}", ":3} "),
+            METHOD_FIRST_BODY.replace(":3}", ":3,\"x\":1}"),
+            METHOD_FIRST_BODY.replace(":3}", ":3.0}"),
+            METHOD_FIRST_BODY.replace("\"2.0\"", "\"1.0\""),
+        ] {
+            assert_eq!(PlainGet::read(other.as_bytes()), None, "{other}");
+        }
         for id in ["0", "-7", "123456789012345678", r#""a-b""#] {
             let body = MODERN.replace(r#""id":1"#, &format!(r#""id":{id}"#));
             assert!(PlainGet::read(body.as_bytes()).is_some(), "{body}");
@@ -239,7 +295,7 @@ mod tests {
         let replacements = [
             b'"', b'\\', b' ', b'0', b'9', b'-', b'a', b'{', b'}', b',', b':', 0x7f, 0xc3,
         ];
-        for body in [MODERN, LEGACY] {
+        for body in [MODERN, LEGACY, METHOD_FIRST_BODY] {
             let body = body.as_bytes();
             agrees(body);
             for at in 0..body.len() {

@@ -6,7 +6,7 @@ use tokio::sync::broadcast;
 use tower_service::Service;
 
 use crate::clock::Clock;
-use crate::config::Config;
+use crate::config::{default_owner, Config};
 use crate::jsonrpc::{JsonRpcError, JsonRpcRequest, JsonRpcResponse};
 use crate::store::{self, Era, TaskRecord, TaskStore};
 
@@ -85,7 +85,10 @@ impl Engine {
     }
 
     pub(crate) fn owner_of(&self, req: &JsonRpcRequest) -> Option<String> {
-        (self.cfg.owner)(req)
+        match &self.cfg.owner {
+            Some(extract) => extract(req),
+            None => default_owner(req),
+        }
     }
 
     /// One of `owner`'s slots of unfinished tasks in this process

@@ -24,20 +24,31 @@ pub(crate) struct Server {
     events: broadcast::Receiver<TaskEvent>,
 }
 
+/// The server most cases run against: its endpoint answers `tasks/get`
+/// itself (`with_direct_tasks_get`, as the example server does), so that
+/// every hostile `tasks/get` goes that way; [`start_with`]'s goes through
+/// the service.
 pub(crate) async fn start() -> Server {
-    start_with(common::layer()).await
+    serve(common::layer(), true).await
 }
 
-/// [`start`] with a layer of the test's own.
+/// [`start`] with a layer of the test's own, its `tasks/get` through the
+/// service.
 pub(crate) async fn start_with(layer: TaskLayer) -> Server {
+    serve(layer, false).await
+}
+
+async fn serve(layer: TaskLayer, direct: bool) -> Server {
     let seen = Arc::new(common::Seen::default());
     let events = layer.subscribe();
     let service = ServiceBuilder::new()
         .layer(layer)
         .service(common::server(Arc::clone(&seen)));
-    let app = McpEndpoint::new(service)
-        .with_identity(bearer)
-        .into_router("/mcp");
+    let mut endpoint = McpEndpoint::new(service).with_identity(bearer);
+    if direct {
+        endpoint = endpoint.with_direct_tasks_get();
+    }
+    let app = endpoint.into_router("/mcp");
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await });

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use http::Extensions;
 
 use crate::context::TaskOwner;
-use crate::era::RequestEra;
+use crate::era::{serves, RequestEra};
 use crate::jsonrpc::{JsonRpcRequest, JsonRpcResponse, RequestId};
 use crate::runtime::engine::Engine;
 use crate::store::Era;
@@ -35,26 +35,42 @@ impl Engine {
     /// answers it: task `task_id` with the answer's id `id`, for the owner
     /// of `extensions` (a [`TaskOwner`]), asked in the 2026-07-28 era with
     /// the tasks extension declared (`version`) or in 2025-11-25 (`None`).
-    /// `None` when the request must go the service's way: the store must
-    /// be waited for, the layer reads owners its own way, or the version
-    /// is not served (whose error that way writes).
     pub(crate) fn tasks_get_plain(
         self: &Arc<Self>,
         id: &RequestId,
         task_id: &str,
         version: Option<&str>,
         extensions: &Extensions,
-    ) -> Option<JsonRpcResponse> {
-        if self.cfg.custom_owner {
-            return None;
+    ) -> PlainAnswer {
+        // The owner read here is `default_owner`'s: a layer with its own
+        // extractor reads it from a request.
+        if self.cfg.owner.is_some() {
+            return PlainAnswer::Decode;
         }
         let era = match version {
-            Some(v) if self.cfg.supported_versions.iter().any(|s| s == v) => Era::Modern,
-            Some(_) => return None,
+            Some(v) if serves(&self.cfg.supported_versions, v) => Era::Modern,
+            Some(_) => return PlainAnswer::Decode,
             None => Era::Legacy,
         };
         self.ensure_background();
         let owner = extensions.get::<TaskOwner>().map(|o| o.0.as_str());
-        self.view_now(Some(id), task_id, owner, era)
+        match self.view_now(Some(id), task_id, owner, era) {
+            Some(response) => PlainAnswer::Answer(response),
+            None => PlainAnswer::Service,
+        }
     }
+}
+
+/// What [`Engine::tasks_get_plain`] made of a `tasks/get`.
+pub(crate) enum PlainAnswer {
+    /// The answer, as the service's way gives it.
+    Answer(JsonRpcResponse),
+    /// The store must be waited for, or the record opened: the service's
+    /// way, with no second try without the service.
+    Service,
+    /// Decoded, the request is answered without the service as any other
+    /// [`tasks_get_now`](Engine::tasks_get_now) answers it: the layer
+    /// reads owners with its own extractor, or the version is not served
+    /// (its `-32022`).
+    Decode,
 }

@@ -17,6 +17,8 @@ mod result;
 mod update;
 
 pub(crate) use call::{KeptCall, TaskCandidate};
+#[cfg(feature = "axum")]
+pub(crate) use direct::PlainAnswer;
 
 /// A handler's successful answer.
 pub(crate) enum Reply {
