@@ -11,15 +11,15 @@ use tokio::time::Instant;
 /// It waits (at most as long as the last round took, at most
 /// [`HOLD_MAX`]) only while all of these hold:
 ///
-/// - the last round found more runnable tasks than it took: the queue is
-///   deeper than the free slots, so a round for more slots would fill
-///   them;
+/// - the last round filled the slots that were free (a backlog, most
+///   likely: a round that takes exactly what was left arms it too, and
+///   costs at most one wait);
 /// - the worker's recent runs are short against a round: their mean time
 ///   in a slot (from the claim to the outcome written) is below
 ///   [`SHORT_RUN_ROUNDS`] times the last round's. A no-op run is about a
 ///   round (its outcome's write), a 10 ms or a 100 ms run is not, and such
 ///   a run's slot never waits for a round;
-/// - fewer than half the slots are free, and some run is held.
+/// - fewer than half the slots are free (so some run is held).
 ///
 /// Without the wait a backlog of short runs is claimed in rounds of one or
 /// two slots and the rest by turns: 4.7–5.3 rows a round for 16 slots on
@@ -30,7 +30,7 @@ use tokio::time::Instant;
 /// doubled; the run-length condition is what keeps those out.
 #[derive(Debug, Default)]
 pub(super) struct Hold {
-    /// The last round found more than it took.
+    /// The last round filled the slots that were free.
     backlog: bool,
     /// When the round out started.
     started: Option<Instant>,
@@ -52,14 +52,13 @@ const HOLD_MAX: Duration = Duration::from_millis(20);
 const SHORT_RUN_ROUNDS: u32 = 2;
 
 impl Hold {
-    /// Whether a round for `free` of `concurrency` slots, `held` of them
-    /// running, may start now; if not, [`expired`](Self::expired) tells
-    /// when it may.
-    pub(super) fn ready(&mut self, free: usize, concurrency: usize, held: usize) -> bool {
+    /// Whether a round for `free` of `concurrency` slots may start now; if
+    /// not, [`expired`](Self::expired) tells when it may.
+    pub(super) fn ready(&mut self, free: usize, concurrency: usize) -> bool {
         let short = self
             .run
             .is_some_and(|run| run < self.took * SHORT_RUN_ROUNDS);
-        if !self.backlog || !short || held == 0 || free * 2 >= concurrency {
+        if !self.backlog || !short || free * 2 >= concurrency {
             self.until = None;
             return true;
         }
@@ -72,6 +71,7 @@ impl Hold {
         false
     }
 
+    /// A round is held back now.
     pub(super) fn is_holding(&self) -> bool {
         self.until.is_some()
     }
@@ -89,7 +89,7 @@ impl Hold {
         self.until = None;
     }
 
-    /// The round out ended; `more`: it found more than it took.
+    /// The round out ended; `more`: it filled the free slots.
     pub(super) fn ended(&mut self, more: bool) {
         self.backlog = more;
         if let Some(started) = self.started.take() {
@@ -116,24 +116,24 @@ mod tests {
         tokio::time::advance(Duration::from_millis(4)).await;
         hold.ended(true);
         // No run has ended yet: nothing known of their length.
-        assert!(hold.ready(1, 16, 15));
+        assert!(hold.ready(1, 16));
         let since = Instant::now();
         tokio::time::advance(Duration::from_millis(100)).await;
         hold.run_ended(since);
         // A 100 ms run does not wait for a 4 ms round.
-        assert!(hold.ready(1, 16, 15));
+        assert!(hold.ready(1, 16));
         let mut hold = Hold {
             run: Some(Duration::from_millis(3)),
             ..hold
         };
-        assert!(!hold.ready(1, 16, 15), "short runs behind a backlog wait");
+        assert!(!hold.ready(1, 16), "short runs behind a backlog wait");
         assert!(hold.is_holding());
-        assert!(hold.ready(8, 16, 8), "half the slots free: no wait");
-        assert!(hold.ready(1, 16, 0), "nothing running: no wait");
-        assert!(!hold.ready(2, 16, 14));
+        assert!(hold.ready(8, 16), "half the slots free: no wait");
+        assert!(hold.ready(16, 16), "nothing running: no wait");
+        assert!(!hold.ready(2, 16));
         tokio::time::advance(Duration::from_millis(4)).await;
-        assert!(hold.ready(2, 16, 14), "at most as long as the last round");
+        assert!(hold.ready(2, 16), "at most as long as the last round");
         hold.ended(false);
-        assert!(hold.ready(1, 16, 15), "no backlog: no wait");
+        assert!(hold.ready(1, 16), "no backlog: no wait");
     }
 }

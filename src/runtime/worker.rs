@@ -231,7 +231,7 @@ where
             if look
                 && round.is_none()
                 && free > 0
-                && hold.ready(free, self.concurrency, claimed.len())
+                && hold.ready(free, self.concurrency)
             {
                 round = Some(tokio::spawn(self.claim_round(free, &claimed)));
                 hold.started();

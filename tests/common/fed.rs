@@ -40,14 +40,12 @@ impl FedStore {
     }
 
     /// Each `runnable` read takes `delay` (of tokio time).
-    #[allow(dead_code)]
     pub fn with_read_delay(mut self, delay: Duration) -> Self {
         self.read_delay = delay;
         self
     }
 
     /// The `limit` of each `runnable` read so far, in order.
-    #[allow(dead_code)]
     pub fn limits(&self) -> Arc<Mutex<Vec<usize>>> {
         Arc::clone(&self.limits)
     }

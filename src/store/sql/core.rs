@@ -28,10 +28,6 @@ pub(crate) struct SqlCore<DB: Database> {
     pub(crate) reads: Pool<DB>,
     /// Writes and migrations; the same pool as `reads` except on SQLite.
     pub(crate) writes: Pool<DB>,
-    /// Claim rounds and groups of compare-and-sets (`begin_claim`): on
-    /// PostgreSQL a pool of its own whose connections carry the claim's
-    /// planner settings; elsewhere `writes`.
-    pub(crate) claims: Pool<DB>,
     pub(crate) table: String,
     sql: Statements,
     stats: StatsSql,
@@ -60,7 +56,7 @@ where
         self
     }
 
-    pub(crate) fn new(reads: Pool<DB>, writes: Pool<DB>, claims: Pool<DB>, table: String) -> Self {
+    pub(crate) fn new(reads: Pool<DB>, writes: Pool<DB>, table: String) -> Self {
         let sql = Statements::new(&DB::DIALECT, &table);
         let stats = StatsSql::new(&DB::DIALECT, &table);
         let group = DB::DIALECT.group_writes.then(|| {
@@ -70,12 +66,11 @@ where
                 exists: Arc::clone(&sql.exists),
                 replace_many: sql.claim_update.clone(),
             };
-            Arc::new(Group::new(writes.clone(), claims.clone(), sql))
+            Arc::new(Group::new(writes.clone(), sql))
         });
         SqlCore {
             reads,
             writes,
-            claims,
             table,
             sql,
             stats,
@@ -231,7 +226,7 @@ where
             return Ok(Vec::new());
         }
         let mut tx = self
-            .claims
+            .writes
             .begin_with(DB::DIALECT.begin_claim)
             .await
             .map_err(backend)?;

@@ -56,8 +56,6 @@ pub(super) struct GroupSql {
 /// group is out.
 pub(super) struct Group<DB: Database> {
     pool: Pool<DB>,
-    /// For a group of compare-and-sets as one statement (`begin_claim`).
-    claims: Pool<DB>,
     sql: GroupSql,
     queue: Mutex<(Vec<Waiting>, bool)>,
 }
@@ -80,10 +78,9 @@ where
     for<'a> Option<i64>: Encode<'a, DB> + Type<DB>,
     usize: ColumnIndex<DB::Row>,
 {
-    pub(super) fn new(pool: Pool<DB>, claims: Pool<DB>, sql: GroupSql) -> Self {
+    pub(super) fn new(pool: Pool<DB>, sql: GroupSql) -> Self {
         Group {
             pool,
-            claims,
             sql,
             queue: Mutex::default(),
         }
@@ -251,7 +248,7 @@ where
         rows: &[(&Columns, i64)],
     ) -> std::result::Result<Vec<Result<()>>, Failed> {
         let mut tx = self
-            .claims
+            .pool
             .begin_with(DB::DIALECT.begin_claim)
             .await
             .map_err(|_| Failed::Before)?;

@@ -66,9 +66,7 @@ impl SqlOptions {
     }
 
     /// At most `n` (at least 1) pooled connections: PostgreSQL's pool
-    /// (default 10; claim rounds and groups of compare-and-sets have a
-    /// pool of their own of at most `n` or 4, whichever is fewer, opened
-    /// as they need it), or the readers of a SQLite file (default 4; its
+    /// (default 10), or the readers of a SQLite file (default 4; its
     /// writes always go through one connection of their own).
     #[must_use]
     pub fn with_max_connections(mut self, n: u32) -> Self {

@@ -8,9 +8,7 @@ use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
 use sqlx::pool::PoolConnectionMetadata;
-use sqlx::postgres::{
-    PgArguments, PgConnectOptions, PgConnection, PgListener, PgPoolOptions, PgQueryResult,
-};
+use sqlx::postgres::{PgArguments, PgConnection, PgListener, PgPoolOptions, PgQueryResult};
 use sqlx::{Connection, Postgres};
 
 use super::core::SqlCore;
@@ -21,35 +19,6 @@ use crate::store::{parse_change, BoxFuture, Error, Result, TaskChange};
 
 /// Default pool size.
 const CONNECTIONS: u32 = 10;
-
-/// The most connections of the claims' pool (`SqlCore::claims`): a worker
-/// has one claim round out at a time and a store one group of writes.
-const CLAIM_CONNECTIONS: u32 = 4;
-
-/// The planner settings of the claims' pool, sent with each of its
-/// connections' startup (no statement of their own, and none a round).
-///
-/// A claim walks the runnable index in lease order and stops at its
-/// limit. Without statistics (a young table) or with stale ones the
-/// planner estimates a few runnable rows and takes a bitmap scan instead,
-/// which reads and sorts every runnable row: 3–5 ms a claim with 1,000
-/// queued (auto_explain, issue 33), growing with the backlog. The claim's
-/// `UPDATE … FROM unnest(…)` (and a group's, `group.rs`) joins the rows
-/// to the table: planned on a young table (the first claim of a
-/// connection prepares it, and its plan is kept) the join is a hash join
-/// over a sequential scan, whose cost grows with the table (2 ms at 12,000
-/// rows; `EXPLAIN ANALYZE`, issue 33). A claim plans it as a nested loop
-/// over the primary key, once per connection (a custom plan per execution
-/// was made at 1,657 of 2,869 claims). Only the claims' and the groups'
-/// statements run on these connections: reads, the operator's searches
-/// and the other writes keep the planner's defaults on the main pool.
-const CLAIM_SETTINGS: [(&str, &str); 5] = [
-    ("enable_bitmapscan", "off"),
-    ("enable_seqscan", "off"),
-    ("enable_hashjoin", "off"),
-    ("enable_mergejoin", "off"),
-    ("plan_cache_mode", "force_generic_plan"),
-];
 
 /// A pooled connection idle for longer is pinged before use.
 const PING_AFTER_IDLE: Duration = Duration::from_secs(1);
@@ -223,11 +192,24 @@ impl Engine for Postgres {
             applied_at_ms bigint NOT NULL
         )",
         begin_write: "BEGIN",
-        // A claim's planner settings (`CLAIM_SETTINGS`) are its pool's
-        // connections', set once at connect: a round is `BEGIN`, the read,
-        // the `UPDATE` and `COMMIT` (it was five `SET LOCAL`s more each
-        // round, issue 33).
-        begin_claim: "BEGIN",
+        // A claim walks the runnable index in lease order and stops at its
+        // limit. Without statistics (a young table) or with stale ones
+        // the planner estimates a few runnable rows and takes a bitmap
+        // scan instead, which reads and sorts every runnable row: 3–5 ms
+        // a claim with 1,000 queued (auto_explain, issue 33), growing
+        // with the backlog. One statement more in the same round trip.
+        // The claim's `UPDATE … FROM unnest(…)` joins the claimed rows
+        // to the table: planned on a young table (the first claim of a
+        // connection prepares it, and its plan is kept) the join is a hash
+        // join over a sequential scan, whose cost grows with the table
+        // (2 ms at 12,000 rows; `EXPLAIN ANALYZE`, issue 33). A claim
+        // plans it as a nested loop over the primary key, once per
+        // connection (a custom plan per execution was made at 1,657 of
+        // 2,869 claims).
+        begin_claim: "BEGIN; SET LOCAL enable_bitmapscan = off; \
+                      SET LOCAL enable_seqscan = off; SET LOCAL enable_hashjoin = off; \
+                      SET LOCAL enable_mergejoin = off; \
+                      SET LOCAL plan_cache_mode = force_generic_plan",
         // An operator's page that a search (or a sort of many rows) makes
         // long is cancelled and read again as a walk of at most
         // WALK_BUDGET rows of the creation index (issue 30).
@@ -393,29 +375,16 @@ impl PostgresStore {
 
     /// [`connect`](Self::connect) with options.
     pub async fn connect_with(url: &str, options: SqlOptions) -> Result<Self> {
-        let max = options.max_connections.unwrap_or(CONNECTIONS);
         let pool = PgPoolOptions::new()
-            .max_connections(max)
+            .max_connections(options.max_connections.unwrap_or(CONNECTIONS))
             .test_before_acquire(false)
             .before_acquire(ping_if_idle)
             .connect(url)
             .await
             .map_err(|e| Error::Backend(Box::new(e)))?;
-        // Connected when a claim (or a group) first needs one: a front
-        // that claims nothing opens none.
-        let claim_options = url
-            .parse::<PgConnectOptions>()
-            .map_err(|e| Error::Backend(Box::new(e)))?
-            .options(CLAIM_SETTINGS);
-        let claims = PgPoolOptions::new()
-            .max_connections(max.min(CLAIM_CONNECTIONS))
-            .test_before_acquire(false)
-            .before_acquire(ping_if_idle)
-            .connect_lazy_with(claim_options);
         let store = PostgresStore {
             core: Arc::new(
-                SqlCore::new(pool.clone(), pool, claims, options.table)
-                    .with_page_time(options.page_time),
+                SqlCore::new(pool.clone(), pool, options.table).with_page_time(options.page_time),
             ),
             feed: Arc::default(),
         };
@@ -430,7 +399,6 @@ impl PostgresStore {
     pub async fn close(&self) {
         self.feed.stop.cancel();
         self.core.writes.close().await;
-        self.core.claims.close().await;
     }
 
     /// [`TaskStore::changes`]: the table's `NOTIFY`s, through one

@@ -300,8 +300,7 @@ impl SqliteStore {
         };
         let store = SqliteStore {
             core: Arc::new(
-                SqlCore::new(reads, writes.clone(), writes, options.table)
-                    .with_page_time(options.page_time),
+                SqlCore::new(reads, writes, options.table).with_page_time(options.page_time),
             ),
         };
         if options.migrate {
