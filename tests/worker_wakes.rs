@@ -155,3 +155,56 @@ async fn a_round_that_finds_more_than_it_takes_wakes_the_other_idle_workers() {
         assert_eq!(done.await.unwrap(), DrainReport::default());
     }
 }
+
+/// Short runs behind a backlog are claimed in rounds for the slots that
+/// free together: when the first of a round's runs ends a little before
+/// the others, the next round waits (at most as long as a round takes)
+/// for them instead of claiming one run for the first slot and the rest in
+/// a round after it (issue 33: rounds of 4.7–5.3 rows for 16 slots on
+/// PostgreSQL). Here a round takes 5 ms and the runs 2–3 ms.
+#[tokio::test(start_paused = true)]
+async fn short_runs_behind_a_backlog_are_claimed_for_the_slots_that_free_together() {
+    let limits = claim_limits([2, 3, 3, 3, 2, 3, 3, 3]).await;
+    assert!(
+        limits.iter().all(|&l| l == 4),
+        "a claim round for fewer than the slots that freed together: {limits:?}"
+    );
+}
+
+/// A long run's slot is claimed for as soon as it frees, backlog or not:
+/// a 100 ms run does not wait for a 5 ms round (a held round cost a
+/// slot-bound fleet 3–4%, `fleet9` in BENCHMARKS.md).
+#[tokio::test(start_paused = true)]
+async fn a_long_runs_slot_is_claimed_for_at_once_behind_a_backlog() {
+    let limits = claim_limits([100, 101, 101, 101, 100, 100, 100, 100]).await;
+    assert_eq!(
+        limits.get(..2),
+        Some(&[4, 1][..]),
+        "the first slot to free waited for others: {limits:?}"
+    );
+}
+
+/// The `limit` of each claim round of one worker of four slots running
+/// tasks of `ms` milliseconds each (queued in that order before it
+/// starts), on a store whose reads take 5 ms.
+async fn claim_limits(ms: [u64; 8]) -> Vec<usize> {
+    let (store, _feed, _rounds) = FedStore::new(MemoryStore::new());
+    let store = store.with_read_delay(Duration::from_millis(5));
+    let limits = store.limits();
+    let layer = layer_on(store)
+        .with_execution(Execution::Queued)
+        .with_recovery(Recovery::Fail);
+    let mut front = Client::new(layer.clone());
+    let mut ids = Vec::new();
+    for ms in ms {
+        ids.push(front.start("slow", json!({ "ms": ms })).await);
+    }
+    let (stop, done) = start_worker(&layer, 4);
+    for id in &ids {
+        front.wait_for(id, TaskStatus::Completed).await;
+    }
+    let _ = stop.send(());
+    assert_eq!(done.await.unwrap(), DrainReport::default());
+    let limits = limits.lock().unwrap().clone();
+    limits
+}

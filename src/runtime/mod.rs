@@ -17,6 +17,7 @@ mod drain;
 mod engine;
 mod errors;
 pub(crate) mod handlers;
+mod hold;
 mod hub;
 pub(crate) mod ids;
 mod invoker;

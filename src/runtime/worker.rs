@@ -16,6 +16,7 @@ use tracing::{info, warn, Instrument};
 
 use super::drain::DrainReport;
 use super::engine::Engine;
+use super::hold::Hold;
 use super::runner::{HandlerRun, InnerFuture};
 use crate::context::TaskResumeContext;
 use crate::jsonrpc::{JsonRpcRequest, JsonRpcResponse};
@@ -77,6 +78,8 @@ struct Claimed {
     task_id: String,
     owner: Option<String>,
     fence: u64,
+    /// When it was claimed (`Hold` weighs runs' lengths).
+    since: tokio::time::Instant,
 }
 
 /// Runnable records read per claim round beyond the free capacity when
@@ -210,6 +213,9 @@ where
         let mut look = true;
         // The last round passed runs by for their owners' caps.
         let mut capped = false;
+        // Rounds for the slots that free together behind a backlog of
+        // short runs (issue 33): see `Hold`.
+        let mut hold = Hold::default();
         loop {
             let free = self.concurrency.saturating_sub(claimed.len());
             // Listening before the round reads the store: a run queued
@@ -222,8 +228,13 @@ where
             if listening {
                 wake.as_mut().enable();
             }
-            if look && round.is_none() && free > 0 {
+            if look
+                && round.is_none()
+                && free > 0
+                && hold.ready(free, self.concurrency)
+            {
                 round = Some(tokio::spawn(self.claim_round(free, &claimed)));
+                hold.started();
                 look = false;
             }
             tokio::select! {
@@ -233,6 +244,7 @@ where
                     round = None;
                     let Round { won, more, capped: passed } = won.unwrap_or_default();
                     capped = passed;
+                    hold.ended(more);
                     if more {
                         look = true;
                         // More than this worker took: the idle workers of
@@ -244,7 +256,18 @@ where
                     }
                 }
                 Some(done) = runs.join_next_with_id(), if !runs.is_empty() => {
-                    claimed.remove(&done.map_or_else(|e| e.id(), |(id, ())| id));
+                    let id = done.map_or_else(|e| e.id(), |(id, ())| id);
+                    if let Some(run) = claimed.remove(&id) {
+                        hold.run_ended(run.since);
+                    }
+                    // Runs that ended together free their slots together,
+                    // for one round.
+                    while let Some(done) = runs.try_join_next_with_id() {
+                        let id = done.map_or_else(|e| e.id(), |(id, ())| id);
+                        if let Some(run) = claimed.remove(&id) {
+                            hold.run_ended(run.since);
+                        }
+                    }
                     // With a feed every queued run wakes a worker, so a run
                     // that ends looks only for the runs a cap passed by;
                     // without one, it looks at once rather than a poll
@@ -252,6 +275,7 @@ where
                     look |= capped || !self.has_feed();
                 }
                 () = &mut wake, if listening => look = true,
+                () = hold.expired(), if look && round.is_none() && hold.is_holding() => {}
                 () = tokio::time::sleep(self.idle_poll()) => look = true,
             }
         }
@@ -422,6 +446,7 @@ where
                 task_id: next.id.clone(),
                 owner: next.owner.clone(),
                 fence,
+                since: tokio::time::Instant::now(),
             },
         );
     }

@@ -4,7 +4,8 @@
 //! compare-and-set per run it takes).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use mcp_task_layer::store::{BoxFuture, Result, TaskChange, TaskRecord, TaskStore};
 use mcp_task_layer::MemoryStore;
@@ -16,6 +17,10 @@ pub struct FedStore {
     inner: MemoryStore,
     feed: broadcast::Sender<TaskChange>,
     runnable_reads: Arc<AtomicUsize>,
+    /// The `limit` of each `runnable` read, in order.
+    limits: Arc<Mutex<Vec<usize>>>,
+    /// How long each `runnable` read takes (tokio time).
+    read_delay: Duration,
 }
 
 impl FedStore {
@@ -28,8 +33,21 @@ impl FedStore {
             inner,
             feed: feed.clone(),
             runnable_reads: Arc::clone(&runnable_reads),
+            limits: Arc::default(),
+            read_delay: Duration::ZERO,
         };
         (store, feed, runnable_reads)
+    }
+
+    /// Each `runnable` read takes `delay` (of tokio time).
+    pub fn with_read_delay(mut self, delay: Duration) -> Self {
+        self.read_delay = delay;
+        self
+    }
+
+    /// The `limit` of each `runnable` read so far, in order.
+    pub fn limits(&self) -> Arc<Mutex<Vec<usize>>> {
+        Arc::clone(&self.limits)
     }
 }
 
@@ -48,7 +66,14 @@ impl TaskStore for FedStore {
     }
     fn runnable(&self, now: i64, limit: usize) -> BoxFuture<'_, Result<Vec<Arc<TaskRecord>>>> {
         self.runnable_reads.fetch_add(1, Ordering::SeqCst);
-        self.inner.runnable(now, limit)
+        self.limits.lock().unwrap().push(limit);
+        let delay = self.read_delay;
+        Box::pin(async move {
+            if !delay.is_zero() {
+                tokio::time::sleep(delay).await;
+            }
+            self.inner.runnable(now, limit).await
+        })
     }
     fn changes(&self) -> Option<broadcast::Receiver<TaskChange>> {
         Some(self.feed.subscribe())
