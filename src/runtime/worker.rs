@@ -228,11 +228,7 @@ where
             if listening {
                 wake.as_mut().enable();
             }
-            if look
-                && round.is_none()
-                && free > 0
-                && hold.ready(free, self.concurrency)
-            {
+            if look && round.is_none() && free > 0 && hold.ready(free, self.concurrency) {
                 round = Some(tokio::spawn(self.claim_round(free, &claimed)));
                 hold.started();
                 look = false;
