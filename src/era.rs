@@ -46,6 +46,15 @@ impl RequestEra {
         }
     }
 
+    /// A `tasks/*` request's era: [`admitted`](Self::admitted), then
+    /// [`admit_tasks_method`](Self::admit_tasks_method).
+    pub(crate) fn admit_tasks(
+        req: &JsonRpcRequest,
+        supported: &[String],
+    ) -> Result<Era, JsonRpcError> {
+        Self::admitted(req, supported).and_then(|era| era.admit_tasks_method(&req.method))
+    }
+
     fn read(req: &JsonRpcRequest) -> (Self, Option<&str>) {
         let (version, tasks_declared) = req.era_facts();
         let modern = version.is_some();

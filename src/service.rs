@@ -236,9 +236,7 @@ where
     }
 
     fn tasks(&mut self, req: JsonRpcRequest) -> ResponseFuture<S::Future, S::Error> {
-        let era = match RequestEra::admitted(&req, &self.engine.cfg.supported_versions)
-            .and_then(|era| era.admit_tasks_method(&req.method))
-        {
+        let era = match RequestEra::admit_tasks(&req, &self.engine.cfg.supported_versions) {
             Ok(era) => era,
             Err(e) => return answer(JsonRpcResponse::error(req.id, e)),
         };

@@ -21,9 +21,7 @@ impl Engine {
     /// [`McpEndpoint::with_direct_tasks_get`](crate::McpEndpoint::with_direct_tasks_get)
     /// calls, without a call of the service.
     pub(crate) fn tasks_get_now(self: &Arc<Self>, req: &JsonRpcRequest) -> Option<JsonRpcResponse> {
-        let era = match RequestEra::admitted(req, &self.cfg.supported_versions)
-            .and_then(|era| era.admit_tasks_method(&req.method))
-        {
+        let era = match RequestEra::admit_tasks(req, &self.cfg.supported_versions) {
             Ok(era) => era,
             Err(e) => return Some(JsonRpcResponse::error(req.id.clone(), e)),
         };
