@@ -252,17 +252,15 @@ where
                     }
                 }
                 Some(done) = runs.join_next_with_id(), if !runs.is_empty() => {
-                    let id = done.map_or_else(|e| e.id(), |(id, ())| id);
-                    if let Some(run) = claimed.remove(&id) {
-                        hold.run_ended(run.since);
-                    }
-                    // Runs that ended together free their slots together,
-                    // for one round.
-                    while let Some(done) = runs.try_join_next_with_id() {
+                    // This run and every other that ended with it: their
+                    // slots free together, for one round.
+                    let mut next = Some(done);
+                    while let Some(done) = next {
                         let id = done.map_or_else(|e| e.id(), |(id, ())| id);
                         if let Some(run) = claimed.remove(&id) {
                             hold.run_ended(run.since);
                         }
+                        next = runs.try_join_next_with_id();
                     }
                     // With a feed every queued run wakes a worker, so a run
                     // that ends looks only for the runs a cap passed by;
