@@ -362,22 +362,19 @@ impl RedisStore {
             .arg(now_ms)
             .arg(limit)
             .arg(&k.task_head)
-            .arg(now_ms.saturating_add(CLAIM_HOLD_MS));
+            .arg(now_ms.saturating_add(CLAIM_HOLD_MS))
+            .arg(SCAN_CAP);
         match queued {
             Some(q) => {
                 let quoted =
                     serde_json::to_string(q.holder).map_err(|e| Error::Encode(Box::new(e)))?;
-                invocation
-                    .arg(q.holder)
-                    .arg(quoted)
-                    .arg(q.until_ms)
-                    .arg(SCAN_CAP);
+                invocation.arg(q.holder).arg(quoted).arg(q.until_ms);
                 for id in q.skip {
                     invocation.arg(id);
                 }
             }
             None => {
-                invocation.arg("").arg("").arg(0).arg(SCAN_CAP);
+                invocation.arg("").arg("").arg(0);
             }
         }
         let rows: Vec<String> = invocation

@@ -323,8 +323,8 @@ return out
 ";
 
 /// `claim_runnable`. KEYS: leases. ARGV: now, limit, the task key head,
-/// the end of the hold, then the claimer's holder (or empty), the same as
-/// JSON text, its lease end, the most entries to examine ([`SCAN_CAP`]),
+/// the end of the hold, the most entries to examine ([`SCAN_CAP`]), then
+/// the claimer's holder (or empty), the same as JSON text, its lease end,
 /// and the ids it runs. What `ORPHANS` would answer, as
 /// pairs: `c` and the record this script claimed, or `h` and a record held
 /// for the caller to claim or pass by.
@@ -346,7 +346,7 @@ return out
 /// dropped.
 const CLAIM: &str = r#"
 local out, now, limit, offset, n, seen = {}, tonumber(ARGV[1]), tonumber(ARGV[2]), 0, 0, 0
-local holder, quoted, lease_end, cap, skip = ARGV[5], ARGV[6], ARGV[7], tonumber(ARGV[8]), {}
+local cap, holder, quoted, lease_end, skip = tonumber(ARGV[5]), ARGV[6], ARGV[7], ARGV[8], {}
 for i = 9, #ARGV do skip[ARGV[i]] = true end
 if holder ~= '' and tonumber(lease_end) <= now then holder = '' end
 local tail = ',"version":(%d+),"lease":{"holder":"~queued","fence":(%d+),"until_ms":%-?%d+}}$'
