@@ -194,8 +194,8 @@ where
                 ));
             }
         };
-        // A `tasks/get` of the shape clients send, answered by the layer
-        // without decoding it (see `plain_get`).
+        // A `tasks/get` in a compact shape the SDKs write, answered by the
+        // layer without decoding it (see `plain_get`).
         let mut direct = state.direct.as_ref();
         if let Some(engine) = direct {
             match answer_plain_get(engine, &headers, &bytes, &identity) {

@@ -6,7 +6,8 @@
 //! 2026-07-28 headers against the body, `handle` calls the service,
 //! `response` writes a JSON answer, and `sse` streams the answer instead
 //! when the service talks back to the client through the `peer`.
-//! `plain_get` recognises the `tasks/get` clients send, for an endpoint
+//! `plain_get` recognises a `tasks/get` in the compact shapes the SDKs
+//! write, for an endpoint
 //! that answers it from the layer's store
 //! ([`McpEndpoint::with_direct_tasks_get`]).
 

@@ -1,5 +1,5 @@
-//! The `tasks/get` clients send, in the one shape they send it
-//! ([`PlainGet`]), recognised on its bytes and answered by the layer
+//! A `tasks/get` in the compact shapes the SDKs write ([`PlainGet`]),
+//! recognised on its bytes and answered by the layer
 //! without decoding it into a request: what
 //! [`McpEndpoint::with_direct_tasks_get`](super::McpEndpoint::with_direct_tasks_get)
 //! does first. Anything else (another shape, member order, spacing or
