@@ -9,9 +9,10 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::fed::FedStore;
 use common::peer::{send_with_peer, TestPeer};
 use common::{accept, eventually, layer_on, ok, server, Client, Seen};
-use mcp_task_layer::store::{self, BoxFuture, TaskRecord};
+use mcp_task_layer::store::{self, BoxFuture, TaskChange, TaskRecord, TaskStore};
 use mcp_task_layer::{DrainReport, Execution, MemoryStore, Recovery, TaskLayer, TaskStatus};
 use serde_json::json;
 use tokio::sync::oneshot;
@@ -446,6 +447,57 @@ async fn r58_a_2025_client_hears_of_a_run_on_another_replicas_worker_over_redis(
     );
     worker.drain().await;
     prefixes.drop_all().await;
+}
+
+/// R58 when a read finds the end first: the front's `tasks/get` reads a
+/// task that another replica's worker completed before the front's feed
+/// brings the change. The creating 2025-11-25 client is told of the end
+/// then, once; the feed's late change tells it nothing more. Before, the
+/// read forgot the task untold and the late change found no one to tell
+/// (the Redis test above failed 4 to 6 times in 40 by this race).
+#[tokio::test(start_paused = true)]
+async fn r58_a_2025_client_hears_of_an_end_a_read_found_before_the_feed() {
+    let shared = MemoryStore::new();
+    let (store, feed, _) = FedStore::new(shared.clone());
+    let front = Client::new(layer_on(store).with_execution(Execution::Queued));
+    let worker = Worker::start(&queued(shared.clone(), Recovery::Fail), 2, None);
+    let peer = Arc::new(TestPeer::default());
+    let r = send_with_peer(
+        &front,
+        "tools/call",
+        json!({"name": "slow", "arguments": {"ms": 100}, "task": {}}),
+        &peer,
+    )
+    .await;
+    let id = ok(&r)["task"]["taskId"].as_str().unwrap().to_owned();
+    // The front's feed is silent: only its read finds the end.
+    let reader = Arc::new(TestPeer::default());
+    let mut got = serde_json::Value::Null;
+    for _ in 0..100 {
+        let read = send_with_peer(&front, "tasks/get", json!({"taskId": id}), &reader).await;
+        got = ok(&read)["status"].clone();
+        if got == "completed" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(got, "completed");
+    eventually(
+        || peer.statuses().last().is_some_and(|s| s == "completed"),
+        "a completed notification",
+    )
+    .await;
+    let version = shared.get(&id, 0).await.unwrap().unwrap().version;
+    feed.send(TaskChange::Updated {
+        id,
+        version,
+        status: TaskStatus::Completed,
+    })
+    .unwrap();
+    // Paused time runs every task until all wait: the change is handled.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(peer.statuses(), ["completed"], "told once");
+    worker.drain().await;
 }
 
 /// A store whose task creation takes 150 ms (a slow disk, a busy

@@ -141,8 +141,8 @@ impl Engine {
     /// task is not this replica's to count or run any more.
     pub(super) fn saw(&self, id: &str, found: &store::Result<Option<Arc<TaskRecord>>>) {
         match found {
-            Ok(None) => self.registry.forget_ended(id),
-            Ok(Some(r)) if r.status.is_terminal() => self.registry.forget_ended(id),
+            Ok(None) => self.forget_ended(id, None),
+            Ok(Some(r)) if r.status.is_terminal() => self.forget_ended(id, Some(&r.view())),
             _ => {}
         }
     }

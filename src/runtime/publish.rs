@@ -14,7 +14,7 @@ use super::hub::TaskEvent;
 use super::registry::LocalTask;
 use super::wire;
 use crate::protocol::TaskStatus;
-use crate::store::{Era, TaskChange, TaskRecord};
+use crate::store::{Era, TaskChange, TaskRecord, TaskView};
 
 impl Engine {
     /// Announce a written status: log it in the task's span, send it on the
@@ -32,6 +32,27 @@ impl Engine {
             }
         }
         self.announce(record);
+    }
+
+    /// Forget a task a read found ended (`found`) or gone (`None`), and
+    /// stop its handler here if one still runs. Whoever removes the entry
+    /// tells the task's 2025-11-25 creator of its end, once: a run on
+    /// another process whose terminal change the feed has not brought yet
+    /// (a caller read it first) is told of here, or never would be.
+    pub(super) fn forget_ended(&self, id: &str, found: Option<&TaskView<'_>>) {
+        let Some(local) = self.registry.forget_ended(id) else {
+            return;
+        };
+        let Some(view) = found.filter(|v| v.status.is_terminal()) else {
+            return;
+        };
+        if local.era != Era::Legacy || local.status == view.status {
+            return;
+        }
+        if let Some(peer) = local.peer {
+            let params = serde_json::to_value(wire::legacy::task_of(view)).unwrap_or_default();
+            tokio::spawn(peer.notify("notifications/tasks/status".into(), params));
+        }
     }
 
     /// Send a written record to event and subscription listeners.
@@ -55,7 +76,8 @@ impl Engine {
             }
             if status.is_terminal() {
                 // Ended here or elsewhere: nothing of it runs or counts
-                // here any more.
+                // here any more (its creator was told by `relay_status`,
+                // or by whoever forgot it first).
                 self.registry.forget_ended(id);
             }
         }
@@ -91,10 +113,10 @@ impl Engine {
             match self.store.get(&id, self.now_ms()).await {
                 Ok(Some(record)) if record.status == TaskStatus::Cancelled => {
                     self.registry.cancel_remotely_cancelled(&id);
-                    self.registry.forget_ended(&id);
+                    self.forget_ended(&id, Some(&record.view()));
                 }
                 Ok(Some(record)) if record.status.is_terminal() => {
-                    self.registry.forget_ended(&id);
+                    self.forget_ended(&id, Some(&record.view()));
                 }
                 // Working or waiting: unchanged for its handler. Gone:
                 // expired, which the reaper sweeps. A failed read: the
@@ -120,10 +142,11 @@ impl Engine {
             let id = id.as_str();
             let found = crate::store::opened_found(self.store.get(id, self.now_ms()).await);
             let Ok(Some(record)) = found else { return };
-            if self.registry.status(id).is_none_or(|s| s == record.status) {
+            // In one step with the registry: a read that forgets the task
+            // meanwhile tells its creator instead, never both.
+            if !self.registry.advance_status(id, record.status) {
                 return;
             }
-            self.registry.set_status(id, record.status);
             let params = wire::legacy::task_value(&record);
             // Queued at once while the client reads; sent in the background
             // once it lags, so the feed goes on.

@@ -243,14 +243,15 @@ impl Registry {
     }
 
     /// Forget a task found ended or gone, and stop its handler here if one
-    /// still runs.
-    pub(crate) fn forget_ended(&self, id: &str) {
+    /// still runs; what was known comes back to the one caller that
+    /// removed it.
+    pub(crate) fn forget_ended(&self, id: &str) -> Option<LocalTask> {
         if self.len.load(Ordering::Acquire) == 0 {
-            return;
+            return None;
         }
-        if let Some(local) = self.forget(id) {
-            local.token.cancel();
-        }
+        let local = self.forget(id)?;
+        local.token.cancel();
+        Some(local)
     }
 
     /// Forget every task whose TTL has run out by `now_ms`, whichever
@@ -317,9 +318,17 @@ impl Registry {
         local.peer.clone()
     }
 
-    /// The status this replica last wrote or saw for task `id`.
-    pub(crate) fn status(&self, id: &str) -> Option<TaskStatus> {
-        self.tasks().get(id).map(|l| l.status)
+    /// Note `status` as seen for task `id` if this replica tracks it and
+    /// last saw another status: whether it did, in one step, so that
+    /// of two callers noting the same status one learns it is new.
+    pub(crate) fn advance_status(&self, id: &str, status: TaskStatus) -> bool {
+        match self.tasks().get_mut(id) {
+            Some(l) if l.status != status => {
+                l.status = status;
+                true
+            }
+            _ => false,
+        }
     }
 
     /// Note the status last written or seen for a task.

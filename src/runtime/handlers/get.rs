@@ -55,7 +55,7 @@ impl Engine {
                 found => {
                     // As `saw` and `visible` for a record.
                     if found.is_none_or(|v| v.status.is_terminal()) {
-                        self.registry.forget_ended(task_id);
+                        self.forget_ended(task_id, found.as_ref());
                     }
                     Some(match found {
                         Some(v) if v.owner == owner && v.era == era => {
