@@ -208,3 +208,31 @@ async fn claim_limits(ms: [u64; 8]) -> Vec<usize> {
     let limits = limits.lock().unwrap().clone();
     limits
 }
+
+/// A claim round still out when the future of the worker's `run` is
+/// dropped commits its claims after the worker is gone. They are queued
+/// again, not left to their lease: under `Recovery::Fail` a task no handler
+/// ran is never failed for it, and the next worker runs it. (Before, the
+/// claim stayed the dropped worker's until its lease ran out, then the
+/// task failed as interrupted.)
+#[tokio::test(start_paused = true)]
+async fn the_claims_of_a_round_out_when_a_worker_is_dropped_are_queued_again() {
+    let (store, _feed, rounds) = FedStore::new(MemoryStore::new());
+    let store = store.with_read_delay(Duration::from_secs(5));
+    let layer = layer_on(store)
+        .with_execution(Execution::Queued)
+        .with_recovery(Recovery::Fail);
+    let mut front = Client::new(layer.clone());
+    let id = front.start("slow", json!({ "ms": 10 })).await;
+    let (_stop, dropped) = start_worker(&layer, 1);
+    common::eventually(|| rounds.load(Ordering::SeqCst) == 1, "a claim round out").await;
+    // The future of `run` is dropped while its round reads the store.
+    dropped.abort();
+    assert!(dropped.await.unwrap_err().is_cancelled());
+    let (stop, done) = start_worker(&layer, 1);
+    let body = front.wait_for(&id, TaskStatus::Completed).await;
+    assert_eq!(body["status"], "completed", "{body}");
+    stop.send(()).unwrap();
+    let report = done.await.unwrap();
+    assert_eq!((report.failed, report.requeued), (0, 0), "{report:?}");
+}

@@ -37,6 +37,7 @@ mod status;
 mod transition;
 mod watchers;
 mod wire;
+mod won;
 mod worker;
 
 pub use drain::DrainReport;

@@ -254,6 +254,16 @@ pub(crate) fn claimed(record: &TaskRecord, lease: LeaseTerms<'_>) -> TaskRecord 
     next
 }
 
+/// The next version of a task a worker claimed and never ran: queued
+/// again under `queue`'s terms, one fence more, nothing else changed (as
+/// its claim, not a change clients see).
+pub(crate) fn unclaimed(record: &TaskRecord, queue: LeaseTerms<'_>) -> TaskRecord {
+    let mut next = record.clone();
+    next.version += 1;
+    next.lease = Some(queue.take_over(record.lease.as_ref()));
+    next
+}
+
 /// The next version of a `working` task whose runner shut down before its
 /// handler answered, failed with a message that says so.
 pub(crate) fn shut_down(record: &TaskRecord, now_ms: i64) -> TaskRecord {

@@ -18,6 +18,7 @@ use super::drain::DrainReport;
 use super::engine::Engine;
 use super::hold::Hold;
 use super::runner::{HandlerRun, InnerFuture};
+use super::won::Won;
 use crate::context::TaskResumeContext;
 use crate::jsonrpc::{JsonRpcRequest, JsonRpcResponse};
 use crate::store::{self, ClaimQuery, QueuedClaim, TaskRecord};
@@ -89,7 +90,8 @@ const CLAIM_SLACK: usize = 16;
 /// What a claim round won, and whether more may be runnable now.
 #[derive(Default)]
 struct Round {
-    won: Vec<Arc<TaskRecord>>,
+    /// Put back in the queue if not run (the worker stopped meanwhile).
+    won: Won,
     more: bool,
     /// Runs passed by because their owner was at its cap here: one of
     /// this worker's runs that ends may free their turn.
@@ -187,7 +189,8 @@ where
     /// the runtime's own threads, not on a thread blocked in `block_on`
     /// (as under `#[tokio::main]`), which cost two thread wake-ups per run.
     /// Dropping the future `run` returns stops the loop and its runs, as
-    /// before.
+    /// before; a claim round out then still commits, and its claims are
+    /// queued again, unrun, for another worker.
     pub async fn run(self, shutdown: impl Future<Output = ()>, deadline: Duration) -> DrainReport {
         let stop = CancellationToken::new();
         let mut worker = AbortOnDrop(tokio::spawn(
@@ -247,7 +250,7 @@ where
                         // this process may take the rest.
                         engine.wake_idle_workers();
                     }
-                    for next in won {
+                    for next in won.take() {
                         self.start_run(next, &mut runs, &mut claimed);
                     }
                 }
@@ -275,11 +278,11 @@ where
         }
         info!(running = claimed.len(), "worker draining");
         let mut report = DrainReport::default();
-        // What a round out at shutdown won is handed back unrun.
+        // What a round out at shutdown won is queued again unrun (and
+        // would be if this future were dropped instead: see `Won`).
         if let Some(round) = round {
-            for next in round.await.unwrap_or_default().won {
-                let fence = next.lease.as_ref().map_or(0, |l| l.fence);
-                report.count(engine.hand_back(&next.id, Some(fence)).await);
+            for handed in round.await.unwrap_or_default().won.give_back().await {
+                report.count(handed);
             }
         }
         let until = tokio::time::Instant::now() + deadline;
@@ -368,6 +371,7 @@ where
                 Ok(won) => {
                     let more = won.len() >= free;
                     let capped = picker.capped;
+                    let won = Won::new(&engine, won);
                     return Round { won, more, capped };
                 }
                 Err(store::Error::Unsupported(_)) => {}
@@ -402,6 +406,7 @@ where
             // others looks again at once for the ones after them.
             let more = won.len() >= free || won.len() < tried;
             let capped = picker.capped;
+            let won = Won::new(&engine, won);
             Round { won, more, capped }
         }
     }
