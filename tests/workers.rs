@@ -13,6 +13,7 @@ use common::fed::FedStore;
 use common::peer::{send_with_peer, TestPeer};
 use common::{accept, eventually, layer_on, ok, server, Client, Seen};
 use mcp_task_layer::store::{self, BoxFuture, TaskChange, TaskRecord, TaskStore};
+use mcp_task_layer::JsonRpcResponse;
 use mcp_task_layer::{DrainReport, Execution, MemoryStore, Recovery, TaskLayer, TaskStatus};
 use serde_json::json;
 use tokio::sync::oneshot;
@@ -364,6 +365,17 @@ async fn runs_are_claimed_in_the_order_they_were_queued_on_sqlite() {
     runs_in_queue_order(layer).await;
 }
 
+/// A 2025-11-25 `tools/call` of `slow` (100 ms) as a task, from `peer`.
+async fn call_slow_task(front: &Client, peer: &Arc<TestPeer>) -> JsonRpcResponse {
+    send_with_peer(
+        front,
+        "tools/call",
+        json!({"name": "slow", "arguments": {"ms": 100}, "task": {}}),
+        peer,
+    )
+    .await
+}
+
 /// R58: a 2025-11-25 client hears the status of its task run by a worker
 /// as it would of a run on the front: the worker's run keeps the way back
 /// to the creating client.
@@ -373,13 +385,7 @@ async fn r58_a_2025_client_hears_of_a_run_on_a_worker_of_its_replica() {
     let front = Client::new(layer.clone());
     let peer = Arc::new(TestPeer::default());
     let worker = Worker::start(&layer, 2, None);
-    let r = send_with_peer(
-        &front,
-        "tools/call",
-        json!({"name": "slow", "arguments": {"ms": 100}, "task": {}}),
-        &peer,
-    )
-    .await;
+    let r = call_slow_task(&front, &peer).await;
     assert!(ok(&r)["task"]["taskId"].is_string(), "{r:?}");
     eventually(
         || peer.statuses().last().is_some_and(|s| s == "completed"),
@@ -462,13 +468,7 @@ async fn r58_a_2025_client_hears_of_an_end_a_read_found_before_the_feed() {
     let front = Client::new(layer_on(store).with_execution(Execution::Queued));
     let worker = Worker::start(&queued(shared.clone(), Recovery::Fail), 2, None);
     let peer = Arc::new(TestPeer::default());
-    let r = send_with_peer(
-        &front,
-        "tools/call",
-        json!({"name": "slow", "arguments": {"ms": 100}, "task": {}}),
-        &peer,
-    )
-    .await;
+    let r = call_slow_task(&front, &peer).await;
     let id = ok(&r)["task"]["taskId"].as_str().unwrap().to_owned();
     // The front's feed is silent: only its read finds the end.
     let reader = Arc::new(TestPeer::default());

@@ -15,7 +15,10 @@
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
-use sqlx::{ColumnIndex, Database, Decode, Encode, Executor, IntoArguments, Pool, Row, Type};
+use sqlx::pool::PoolConnection;
+use sqlx::{
+    ColumnIndex, Connection, Database, Decode, Encode, Executor, IntoArguments, Pool, Row, Type,
+};
 use tokio::sync::oneshot;
 
 use super::dialect::Engine;
@@ -40,6 +43,12 @@ impl Write {
 }
 
 type Waiting = (Write, oneshot::Sender<Result<()>>);
+
+/// The connection a run of groups writes on, taken from the pool at its
+/// first write and given back when no write waits: sqlx tests every
+/// connection given back to its pool with a round trip (a `Sync`), which
+/// cost one more round trip per group.
+type Held<DB> = Option<PoolConnection<DB>>;
 
 /// The SQL a group runs.
 #[derive(Clone, Debug)]
@@ -108,6 +117,7 @@ where
     }
 
     async fn drain(self: Arc<Self>) {
+        let mut held: Held<DB> = None;
         loop {
             let batch: Vec<Waiting> = {
                 let mut queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
@@ -120,9 +130,14 @@ where
             };
             let (writes, answers): (Vec<Write>, Vec<_>) = batch.into_iter().unzip();
             let results = if writes.len() == 1 {
-                vec![self.one(&writes[0]).await]
+                vec![self.one(&mut held, &writes[0]).await]
             } else {
-                match self.together(&writes).await {
+                let together = self.together(&mut held, &writes).await;
+                if together.is_err() {
+                    // The connection may be broken: a fresh one next.
+                    held = None;
+                }
+                match together {
                     Ok(results) => results,
                     // The commit failed: it may have happened, so each
                     // caller hears the failure, as of a write of its own.
@@ -139,7 +154,7 @@ where
                     Err(Failed::Before) => {
                         let mut results = Vec::with_capacity(writes.len());
                         for w in &writes {
-                            results.push(self.one(w).await);
+                            results.push(self.one(&mut held, w).await);
                         }
                         results
                     }
@@ -198,14 +213,37 @@ where
         }))
     }
 
-    /// `w` alone, on a connection of the pool, outside a transaction.
-    async fn one(&self, w: &Write) -> Result<()> {
-        let mut conn = self.pool.acquire().await.map_err(backend)?;
-        self.apply(&mut conn, w).await.map_err(backend)?
+    /// The held connection, taken from the pool if none is.
+    async fn connection<'h>(
+        &self,
+        held: &'h mut Held<DB>,
+    ) -> std::result::Result<&'h mut PoolConnection<DB>, sqlx::Error> {
+        Ok(match held {
+            Some(conn) => conn,
+            None => held.insert(self.pool.acquire().await?),
+        })
+    }
+
+    /// `w` alone, on the held connection, outside a transaction.
+    async fn one(&self, held: &mut Held<DB>, w: &Write) -> Result<()> {
+        let conn = self.connection(held).await.map_err(backend)?;
+        match self.apply(conn, w).await {
+            Ok(outcome) => outcome,
+            Err(e) => {
+                // The connection may be broken: a fresh one next.
+                *held = None;
+                Err(backend(e))
+            }
+        }
     }
 
     /// `writes` in one transaction, in order; their outcomes once committed.
-    async fn together(&self, writes: &[Write]) -> std::result::Result<Vec<Result<()>>, Failed> {
+    async fn together(
+        &self,
+        held: &mut Held<DB>,
+        writes: &[Write],
+    ) -> std::result::Result<Vec<Result<()>>, Failed> {
+        let conn = self.connection(held).await.map_err(|_| Failed::Before)?;
         // Rows are locked in the order of their ids (the writes to one row
         // in the order they came), so that two groups, of this process or
         // another, never wait on each other in a cycle.
@@ -213,11 +251,10 @@ where
         order.sort_by(|&a, &b| writes[a].id().cmp(writes[b].id()));
         if let Some(many) = &self.sql.replace_many {
             if let Some(rows) = replaces_of_distinct_rows(writes, &order) {
-                return self.replaced_together(many, writes, &rows).await;
+                return self.replaced_together(conn, many, writes, &rows).await;
             }
         }
-        let mut tx = self
-            .pool
+        let mut tx = conn
             .begin_with(DB::DIALECT.begin_write)
             .await
             .map_err(|_| Failed::Before)?;
@@ -243,12 +280,12 @@ where
     /// hears its own outcome after the commit.
     async fn replaced_together(
         &self,
+        conn: &mut PoolConnection<DB>,
         many: &Arc<str>,
         writes: &[Write],
         rows: &[(&Columns, i64)],
     ) -> std::result::Result<Vec<Result<()>>, Failed> {
-        let mut tx = self
-            .pool
+        let mut tx = conn
             .begin_with(DB::DIALECT.begin_claim)
             .await
             .map_err(|_| Failed::Before)?;
