@@ -13,6 +13,7 @@ use super::engine::Engine;
 use super::hub::TaskEvent;
 use super::registry::LocalTask;
 use super::wire;
+use crate::peer::Peer;
 use crate::protocol::TaskStatus;
 use crate::store::{Era, TaskChange, TaskRecord, TaskView};
 
@@ -27,8 +28,7 @@ impl Engine {
         info!(parent: &span, status = %record.status, version = record.version, "task status");
         if record.era == Era::Legacy {
             if let Some(peer) = local.and_then(|l| l.peer.clone()) {
-                let params = wire::legacy::task_value(record);
-                tokio::spawn(peer.notify("notifications/tasks/status".into(), params));
+                tell(&peer, &record.view());
             }
         }
         self.announce(record);
@@ -50,8 +50,7 @@ impl Engine {
             return;
         }
         if let Some(peer) = local.peer {
-            let params = serde_json::to_value(wire::legacy::task_of(view)).unwrap_or_default();
-            tokio::spawn(peer.notify("notifications/tasks/status".into(), params));
+            tell(&peer, view);
         }
     }
 
@@ -147,10 +146,7 @@ impl Engine {
             if !self.registry.advance_status(id, record.status) {
                 return;
             }
-            let params = wire::legacy::task_value(&record);
-            // Queued at once while the client reads; sent in the background
-            // once it lags, so the feed goes on.
-            tokio::spawn(peer.notify("notifications/tasks/status".into(), params));
+            tell(&peer, &record.view());
         })
     }
 
@@ -160,6 +156,14 @@ impl Engine {
     pub(crate) fn resync_period(&self) -> Option<Duration> {
         (!self.hub.has_feed.load(Ordering::Acquire)).then(|| self.cfg.heartbeat_period())
     }
+}
+
+/// Tell a 2025-11-25 client the status of its task: queued at once while
+/// the client reads, sent in the background once it lags, so that the
+/// caller (the change feed's loop among them) goes on.
+fn tell(peer: &Peer, task: &TaskView<'_>) {
+    let params = wire::legacy::task_value_of(task);
+    tokio::spawn(peer.notify("notifications/tasks/status".into(), params));
 }
 
 /// Hand the store's change feed to the engine while it lives.

@@ -13,7 +13,6 @@ use super::cas::{CasError, Decision, Outcome, Reader};
 use super::drain::HandedBack;
 use super::engine::Engine;
 use super::transition;
-use crate::protocol::TaskStatus;
 use crate::store::TaskRecord;
 
 /// Claims a round won, each as written; put back in the queue when dropped
@@ -41,13 +40,10 @@ impl Won {
     /// Put every claim back in the queue now: how each went.
     pub(super) async fn give_back(mut self) -> Vec<HandedBack> {
         let records = std::mem::take(&mut self.records);
-        let mut handed = Vec::with_capacity(records.len());
-        if let Some(engine) = &self.engine {
-            for record in &records {
-                handed.push(engine.unclaim(record).await);
-            }
+        match &self.engine {
+            Some(engine) => engine.unclaim_all(&records).await,
+            None => Vec::new(),
         }
-        handed
     }
 }
 
@@ -64,14 +60,21 @@ impl Drop for Won {
         };
         let records = std::mem::take(&mut self.records);
         runtime.spawn(async move {
-            for record in &records {
-                engine.unclaim(record).await;
-            }
+            engine.unclaim_all(&records).await;
         });
     }
 }
 
 impl Engine {
+    /// [`unclaim`](Self::unclaim) each of `claimed`, one after the other.
+    async fn unclaim_all(&self, claimed: &[Arc<TaskRecord>]) -> Vec<HandedBack> {
+        let mut handed = Vec::with_capacity(claimed.len());
+        for record in claimed {
+            handed.push(self.unclaim(record).await);
+        }
+        handed
+    }
+
     /// Put `claimed`, a task a worker here claimed and never ran, back in
     /// the queue: runnable at once under a new fence, the same run (a
     /// rerun's round stays), whatever its recovery policy. Nothing if the
@@ -80,11 +83,7 @@ impl Engine {
         let fence = claimed.lease.as_ref().map_or(0, |l| l.fence);
         let written = self
             .compare_and_set(&claimed.id, Reader::Runner, |record| {
-                let ours = record
-                    .lease
-                    .as_ref()
-                    .is_some_and(|l| l.holder == self.replica && l.fence == fence);
-                if record.status != TaskStatus::Working || !ours {
+                if !transition::runs_under(record, &self.replica, fence) {
                     return Ok::<_, ()>(Decision::Keep(HandedBack::NotHere));
                 }
                 Ok(Decision::Write(

@@ -26,5 +26,10 @@ pub(crate) fn task_of(r: &TaskView<'_>) -> Task {
 
 /// [`task`] as a JSON value.
 pub(crate) fn task_value(r: &TaskRecord) -> Value {
-    serde_json::to_value(task(r)).unwrap_or_default()
+    task_value_of(&r.view())
+}
+
+/// [`task_of`] as a JSON value.
+pub(crate) fn task_value_of(r: &TaskView<'_>) -> Value {
+    serde_json::to_value(task_of(r)).unwrap_or_default()
 }
