@@ -344,6 +344,8 @@ async fn list_member(
 
 #[cfg(feature = "postgres")]
 mod postgres;
+#[cfg(feature = "postgres")]
+mod postgres_claims;
 #[cfg(feature = "redis")]
 mod redis;
 #[cfg(feature = "redis")]

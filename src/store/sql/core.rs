@@ -9,12 +9,13 @@ use sqlx::{
     AssertSqlSafe, ColumnIndex, Database, Decode, Encode, Executor, IntoArguments, Pool, Row, Type,
 };
 
+use super::claims::{self, ClaimLine};
 use super::dialect::Engine;
 use super::group::{Group, GroupSql, Write};
 use super::operator::{self, Arg, Sql, StatsSql};
 use super::options::DEFAULT_PAGE_TIME;
 use super::row::{backend, bind_row, decode, era_name, records, to_i64, Columns};
-use super::statements::Statements;
+use super::statements::{sql, Statements};
 use crate::clock::unix_now_ms;
 use crate::protocol::TaskStatus;
 use crate::store::operator::{TaskQuery, TaskStats, WaitingTask};
@@ -35,6 +36,8 @@ pub(crate) struct SqlCore<DB: Database> {
     group: Option<Arc<Group<DB>>>,
     /// How long an operator's page may read before it is walked instead.
     page_time: Duration,
+    /// The connection claim rounds run on, where the engine keeps one.
+    claims: Option<ClaimLine<DB>>,
 }
 
 impl<DB> SqlCore<DB>
@@ -68,7 +71,9 @@ where
             };
             Arc::new(Group::new(writes.clone(), sql))
         });
+        let claims = ClaimLine::new(&writes, &sql.claimable, &table);
         SqlCore {
+            claims,
             reads,
             writes,
             table,
@@ -77,6 +82,16 @@ where
             group,
             page_time: DEFAULT_PAGE_TIME,
         }
+    }
+
+    /// Close every connection: the claims' own, then the pools (waiting
+    /// for the connections in use).
+    pub(crate) async fn close(&self) {
+        if let Some(line) = &self.claims {
+            line.release();
+        }
+        self.reads.close().await;
+        self.writes.close().await;
     }
 
     /// Apply the migrations this table has not had yet.
@@ -209,84 +224,12 @@ where
 
     /// [`TaskStore::claim_runnable`](crate::store::TaskStore::claim_runnable):
     /// one transaction that holds the runnable rows it reads and writes the
-    /// claims `pick` makes of them.
+    /// claims `pick` makes of them (`claims.rs`).
     pub(crate) async fn claim_runnable(
         &self,
         round: ClaimQuery<'_>,
     ) -> Result<Vec<Arc<TaskRecord>>> {
-        // Every claim goes through `pick` (`queued` is for stores whose
-        // read cannot call it).
-        let ClaimQuery {
-            now_ms,
-            limit,
-            pick,
-            queued: _,
-        } = round;
-        if limit == 0 {
-            return Ok(Vec::new());
-        }
-        let mut tx = self
-            .writes
-            .begin_with(DB::DIALECT.begin_claim)
-            .await
-            .map_err(backend)?;
-        let rows = sqlx::query(sql(&self.sql.claimable))
-            .bind(now_ms)
-            .bind(i64::try_from(limit).unwrap_or(i64::MAX))
-            .fetch_all(&mut *tx)
-            .await
-            .map_err(backend)?;
-        let mut picked = Vec::new();
-        for record in records(&rows)? {
-            let Some(next) = pick(&record) else { continue };
-            picked.push((Arc::new(next), to_i64(record.version, "expected version")?));
-        }
-        let won = match &self.sql.claim_update {
-            Some(update) if !picked.is_empty() => {
-                let rows = picked
-                    .iter()
-                    .map(|(next, _)| Columns::of(TaskRecord::clone(next)))
-                    .collect::<Result<Vec<_>>>()?;
-                let rows: Vec<&Columns> = rows.iter().collect();
-                let expected: Vec<i64> = picked.iter().map(|(_, v)| *v).collect();
-                let written = DB::bind_claims(sqlx::query(sql(update)), &rows, &expected)
-                    .fetch_all(&mut *tx)
-                    .await
-                    .map_err(backend)?;
-                let written = written
-                    .iter()
-                    .map(|row| row.try_get::<String, _>(0).map_err(backend))
-                    .collect::<Result<std::collections::HashSet<_>>>()?;
-                // Held since the read, every row still has the version read.
-                picked
-                    .into_iter()
-                    .filter(|(next, _)| written.contains(&next.id))
-                    .map(|(next, _)| next)
-                    .collect::<Vec<_>>()
-            }
-            _ => {
-                let mut won = Vec::new();
-                for (next, expected) in picked {
-                    let c = Columns::of(TaskRecord::clone(&next))?;
-                    let done = bind_row(sqlx::query(sql(&self.sql.replace)), &c)
-                        .bind(expected)
-                        .execute(&mut *tx)
-                        .await
-                        .map_err(backend)?;
-                    // Held since the read, the row still has the version read.
-                    if DB::rows_affected(&done) > 0 {
-                        won.push(next);
-                    }
-                }
-                won
-            }
-        };
-        if won.is_empty() {
-            tx.rollback().await.map_err(backend)?;
-        } else {
-            tx.commit().await.map_err(backend)?;
-        }
-        Ok(won)
+        claims::claim_round(&self.writes, self.claims.as_ref(), &self.sql, round).await
     }
 
     /// The rows of `query` bound to `(now_ms, limit)`: at most `limit`.
@@ -528,11 +471,6 @@ fn is_code(e: &sqlx::Error, code: &str) -> bool {
     e.as_database_error()
         .and_then(|d| d.code())
         .is_some_and(|c| c == code)
-}
-
-fn sql(s: &Arc<str>) -> AssertSqlSafe<Arc<str>> {
-    // Built from a validated table name and constants only.
-    AssertSqlSafe(Arc::clone(s))
 }
 
 /// A stable 64-bit key for the migration lock of `table` (FNV-1a).

@@ -43,6 +43,13 @@ pub(crate) struct Dialect {
     /// [`Engine::bind_claims`]'s, and the statement returns the ids of the
     /// rows it wrote. `None`: one compare-and-set per claimed row.
     pub(crate) claim_update: Option<&'static str>,
+    /// A connection kept for claim rounds (`claims.rs`), where the engine
+    /// can: the SQL that sets a new one up, in which `{n}` is the bare
+    /// table name and `{claimable}` the read of a round (with `$1`, now, and `$2`, the limit), and the
+    /// round's start, `BEGIN` and that read in one round trip, in which
+    /// `{now}` and `{limit}` are the integers. `None`: claims run on the
+    /// pool, as `begin_claim` says.
+    pub(crate) claim_line: Option<(&'static str, &'static str)>,
     /// The expression that reads the lease holder of a row.
     pub(crate) lease_holder: &'static str,
     /// The condition of a search in the arguments stored in clear: `{p}`

@@ -138,6 +138,7 @@ macro_rules! sql_task_store {
     };
 }
 
+mod claims;
 mod core;
 mod dialect;
 mod group;

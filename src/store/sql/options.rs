@@ -67,7 +67,10 @@ impl SqlOptions {
 
     /// At most `n` (at least 1) pooled connections: PostgreSQL's pool
     /// (default 10), or the readers of a SQLite file (default 4; its
-    /// writes always go through one connection of their own).
+    /// writes always go through one connection of their own). A
+    /// PostgreSQL store that claims tasks (a worker's) keeps one
+    /// connection for its claims beside the pool, from its first claim
+    /// until [`PostgresStore::close`](super::PostgresStore::close).
     #[must_use]
     pub fn with_max_connections(mut self, n: u32) -> Self {
         self.max_connections = Some(n.max(1));

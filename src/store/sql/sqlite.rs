@@ -141,6 +141,7 @@ impl Engine for Sqlite {
         // The claimed rows are few and the file is local: one `UPDATE`
         // each, in the claim's transaction.
         claim_update: None,
+        claim_line: None,
         lease_holder: "json_extract(record, '$.lease.holder')",
         search: "id IN (SELECT id FROM \"{n}_search\" WHERE seq IN \
                  (SELECT rowid FROM \"{n}_search_fts\" WHERE arguments GLOB {p}))",
@@ -312,8 +313,7 @@ impl SqliteStore {
     /// Close every connection, waiting for the ones in use. Later calls on
     /// this store (and its clones) fail.
     pub async fn close(&self) {
-        self.core.reads.close().await;
-        self.core.writes.close().await;
+        self.core.close().await;
     }
 
     /// SQLite cannot tell one process of another's writes: no feed (the

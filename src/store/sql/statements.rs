@@ -2,6 +2,8 @@
 
 use std::sync::Arc;
 
+use sqlx::AssertSqlSafe;
+
 use super::dialect::Dialect;
 
 /// The statements of one table, built once.
@@ -106,4 +108,10 @@ impl Statements {
                 .collect(),
         }
     }
+}
+
+/// A statement of [`Statements`] as sqlx takes it.
+pub(super) fn sql(s: &Arc<str>) -> AssertSqlSafe<Arc<str>> {
+    // Built from a validated table name and constants only.
+    AssertSqlSafe(Arc::clone(s))
 }
