@@ -143,3 +143,62 @@ async fn postgres_close_closes_the_claims_connection() {
     until_backends(&mut admin, &table, 0).await;
     tables.drop_all().await;
 }
+
+/// The claims' write goes as literals in the query's text on the claims'
+/// connection: a record whose every text holds quotes, backslashes,
+/// dollar quotes and SQL is claimed and read back exactly, and the table
+/// is still there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_claims_write_any_text_exactly() {
+    let Some(url) = url() else { return };
+    let tables = Tables::new(&url, "cquote");
+    let store = tables.store(&tables.next()).await;
+    let hostile = r#"it's \'' $$ $q$ "); DROP TABLE x; -- é✓ \x00"#;
+    let id = format!("q'{hostile}");
+    let mut r = TaskRecord::new(
+        &id,
+        Era::Modern,
+        hostile,
+        json!({ "a": hostile, hostile: [hostile] }),
+        T0,
+        Some(3_600_000),
+    )
+    .with_owner(Some(hostile.to_owned()));
+    r.lease = Some(Lease {
+        holder: Lease::QUEUED.into(),
+        fence: 1,
+        until_ms: T0 - 1,
+    });
+    store.create(r).await.unwrap();
+    let mut claimed = None;
+    let mut claim = |r: &TaskRecord| {
+        let mut next = r.next_version(T0);
+        next.lease = Some(Lease {
+            holder: hostile.into(),
+            fence: 2,
+            until_ms: T0 + 60_000,
+        });
+        claimed = Some(next.clone());
+        Some(next)
+    };
+    let won = store
+        .claim_runnable(ClaimQuery::new(T0, 4, &mut claim))
+        .await
+        .unwrap();
+    let claimed = claimed.expect("offered");
+    assert_eq!(won.len(), 1);
+    assert_eq!(*won[0], claimed);
+    let stored = store.get(&id, T0).await.unwrap().expect("still there");
+    assert_eq!(*stored, claimed, "written exactly");
+    let listed = store
+        .list(mcp_task_layer::store::ListQuery::new(
+            Some(hostile),
+            Era::Modern,
+            10,
+            T0,
+        ))
+        .await
+        .unwrap();
+    assert_eq!(listed.len(), 1, "the owner column too");
+    tables.drop_all().await;
+}

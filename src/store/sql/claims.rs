@@ -8,8 +8,9 @@
 //! `UPDATE` of the claimed rows, `COMMIT`, and the test (a lone `Sync`)
 //! sqlx makes of every connection given back to its pool. A
 //! [`ClaimLine`] keeps one connection for claims, whose session holds the
-//! settings and the read as a prepared statement: a round is `BEGIN` and
-//! the read in one round trip, the `UPDATE`, and `COMMIT`.
+//! settings, the read and the `UPDATE` as prepared statements: a round is
+//! `BEGIN` and the read in one round trip, then the `UPDATE` (its
+//! parameters as literals, `literal.rs`) and `COMMIT` in another.
 //!
 //! That connection is detached from the pool (its session differs from
 //! the pool's connections', and a pool could not lend it to anyone else
@@ -45,6 +46,9 @@ pub(super) struct ClaimLine<DB: Database> {
     setup: String,
     /// `BEGIN` and the prepared read: `{now}` and `{limit}` are integers.
     start: &'static str,
+    /// The prepared write of the claims and `COMMIT`: `{arrays}` are the
+    /// write's parameters as literals.
+    finish: Option<&'static str>,
     state: Mutex<State<DB>>,
 }
 
@@ -110,17 +114,21 @@ where
     DB: Engine,
     for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
 {
-    /// A line over `pool` where the engine has one (`Dialect::claim_line`):
-    /// `claimable` is the read of a round, with `$1` (now) and `$2` (the
-    /// limit), and `table` the bare name of the table (a validated one).
-    pub(super) fn new(pool: &Pool<DB>, claimable: &str, table: &str) -> Option<Self> {
-        let (setup, start) = DB::DIALECT.claim_line?;
+    /// A line over `pool` where the engine has one (`Dialect::claim_line`)
+    /// for the statements `sql_of` of the table `table` (its bare name, a
+    /// validated one).
+    pub(super) fn new(pool: &Pool<DB>, sql_of: &Statements, table: &str) -> Option<Self> {
+        let line = DB::DIALECT.claim_line.as_ref()?;
+        let update = sql_of.claim_update.as_deref().unwrap_or_default();
         Some(ClaimLine {
             pool: pool.clone(),
-            setup: setup
+            setup: line
+                .setup
                 .replace("{n}", table)
-                .replace("{claimable}", claimable),
-            start,
+                .replace("{claimable}", &sql_of.claimable)
+                .replace("{update}", update),
+            start: line.start,
+            finish: line.finish.filter(|_| sql_of.claim_update.is_some()),
             state: Mutex::new(State::Closed),
         })
     }
@@ -238,7 +246,8 @@ where
         let Some(next) = pick(&record) else { continue };
         picked.push((Arc::new(next), to_i64(record.version, "expected version")?));
     }
-    let mut won = Vec::new();
+    let lent_finish = line.and_then(|l| l.finish);
+    let (mut won, mut committed) = (Vec::new(), false);
     match &sql_of.claim_update {
         Some(update) if !picked.is_empty() => {
             let rows = picked
@@ -247,10 +256,23 @@ where
                 .collect::<Result<Vec<_>>>()?;
             let rows: Vec<&Columns> = rows.iter().collect();
             let expected: Vec<i64> = picked.iter().map(|(_, v)| *v).collect();
-            let written = DB::bind_claims(sqlx::query(sql(update)), &rows, &expected)
-                .fetch_all(on.conn())
-                .await
-                .map_err(backend)?;
+            // On the line, the write and its `COMMIT` go as one query.
+            let fused = match (&on, lent_finish) {
+                (On::Line(..), Some(finish)) => DB::claim_literals(&rows, &expected)
+                    .map(|arrays| finish.replace("{arrays}", &arrays)),
+                _ => None,
+            };
+            committed = fused.is_some();
+            let written = match fused {
+                Some(text) => sqlx::raw_sql(AssertSqlSafe(text))
+                    .fetch_all(on.conn())
+                    .await
+                    .map_err(backend)?,
+                None => DB::bind_claims(sqlx::query(sql(update)), &rows, &expected)
+                    .fetch_all(on.conn())
+                    .await
+                    .map_err(backend)?,
+            };
             let written = written
                 .iter()
                 .map(|row| row.try_get::<String, _>(0).map_err(backend))
@@ -280,11 +302,13 @@ where
     }
     match on {
         On::Line(out, mut conn) => {
-            let end = if won.is_empty() { "ROLLBACK" } else { "COMMIT" };
-            sqlx::raw_sql(end)
-                .execute(&mut conn)
-                .await
-                .map_err(backend)?;
+            if !committed {
+                let end = if won.is_empty() { "ROLLBACK" } else { "COMMIT" };
+                sqlx::raw_sql(end)
+                    .execute(&mut conn)
+                    .await
+                    .map_err(backend)?;
+            }
             out.give_back(conn);
         }
         On::Pool(tx) if won.is_empty() => tx.rollback().await.map_err(backend)?,

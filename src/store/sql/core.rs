@@ -71,7 +71,7 @@ where
             };
             Arc::new(Group::new(writes.clone(), sql))
         });
-        let claims = ClaimLine::new(&writes, &sql.claimable, &table);
+        let claims = ClaimLine::new(&writes, &sql, &table);
         SqlCore {
             claims,
             reads,

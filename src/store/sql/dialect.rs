@@ -44,12 +44,8 @@ pub(crate) struct Dialect {
     /// rows it wrote. `None`: one compare-and-set per claimed row.
     pub(crate) claim_update: Option<&'static str>,
     /// A connection kept for claim rounds (`claims.rs`), where the engine
-    /// can: the SQL that sets a new one up, in which `{n}` is the bare
-    /// table name and `{claimable}` the read of a round (with `$1`, now, and `$2`, the limit), and the
-    /// round's start, `BEGIN` and that read in one round trip, in which
-    /// `{now}` and `{limit}` are the integers. `None`: claims run on the
-    /// pool, as `begin_claim` says.
-    pub(crate) claim_line: Option<(&'static str, &'static str)>,
+    /// can. `None`: claims run on the pool, as `begin_claim` says.
+    pub(crate) claim_line: Option<ClaimLineSql>,
     /// The expression that reads the lease holder of a row.
     pub(crate) lease_holder: &'static str,
     /// The condition of a search in the arguments stored in clear: `{p}`
@@ -71,6 +67,22 @@ pub(crate) struct Dialect {
     pub(crate) group_writes: bool,
 }
 
+/// The SQL of the connection kept for claim rounds (`claims.rs`).
+#[derive(Debug)]
+pub(crate) struct ClaimLineSql {
+    /// Run once on a new connection: `{n}` is the bare table name,
+    /// `{claimable}` the read of a round (`$1` now, `$2` the limit) and
+    /// `{update}` the claims' write (`claim_update`).
+    pub(crate) setup: &'static str,
+    /// A round's start, `BEGIN` and that read in one round trip: `{now}`
+    /// and `{limit}` are the integers.
+    pub(crate) start: &'static str,
+    /// The claims' write and `COMMIT` in one round trip: `{arrays}` are
+    /// [`Engine::claim_literals`]. `None`: the write is bound, then
+    /// committed.
+    pub(crate) finish: Option<&'static str>,
+}
+
 /// An engine the store runs on.
 pub(crate) trait Engine: Database {
     const DIALECT: Dialect;
@@ -86,6 +98,14 @@ pub(crate) trait Engine: Database {
     ) -> sqlx::query::Query<'q, Self, Self::Arguments> {
         let _ = (rows, expected);
         query
+    }
+
+    /// `claim_update`'s parameters for `rows` and `expected` as literals
+    /// (`literal.rs`) for `ClaimLineSql::finish`; `None` where one cannot
+    /// be written (or the engine has no `finish`).
+    fn claim_literals(rows: &[&super::row::Columns], expected: &[i64]) -> Option<String> {
+        let _ = (rows, expected);
+        None
     }
 
     /// Interrupt the statements `conn` runs from now on once `limit` has

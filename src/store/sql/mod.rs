@@ -142,6 +142,8 @@ mod claims;
 mod core;
 mod dialect;
 mod group;
+#[cfg(feature = "postgres")]
+mod literal;
 mod operator;
 mod options;
 #[cfg(feature = "postgres")]

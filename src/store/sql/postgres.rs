@@ -12,7 +12,8 @@ use sqlx::postgres::{PgArguments, PgConnection, PgListener, PgPoolOptions, PgQue
 use sqlx::{Connection, Postgres};
 
 use super::core::SqlCore;
-use super::dialect::{Dialect, Engine};
+use super::dialect::{ClaimLineSql, Dialect, Engine};
+use super::literal::{claim_arrays, Arrays, Literals};
 use super::options::SqlOptions;
 use super::row::Columns;
 use crate::store::{parse_change, BoxFuture, Error, Result, TaskChange};
@@ -249,16 +250,23 @@ impl Engine for Postgres {
              WHERE t.id = u.id COLLATE \"C\" AND t.version = u.expected RETURNING t.id",
         ),
         // `begin_claim`'s settings for the session of the claims' own
-        // connection, and the read prepared: a round starts with one
-        // round trip instead of two (issue 33). Named for operators
-        // (`pg_stat_activity`).
-        claim_line: Some((
-            "SET application_name = 'mcp-task-layer claims {n}'; SET enable_bitmapscan = off; SET enable_seqscan = off; \
-             SET enable_hashjoin = off; SET enable_mergejoin = off; \
-             SET plan_cache_mode = force_generic_plan; \
-             PREPARE mcp_claim (int8, int8) AS {claimable}",
-            "BEGIN; EXECUTE mcp_claim ({now}, {limit})",
-        )),
+        // connection, the read and the claims' `UPDATE` prepared: a round
+        // is `BEGIN` with the read, then the `UPDATE` with its `COMMIT`,
+        // two round trips where it was five (issue 33). Named for
+        // operators (`pg_stat_activity`); `standard_conforming_strings`
+        // is what `literal.rs` writes for.
+        claim_line: Some(ClaimLineSql {
+            setup: "SET application_name = 'mcp-task-layer claims {n}'; \
+                    SET standard_conforming_strings = on; \
+                    SET enable_bitmapscan = off; SET enable_seqscan = off; \
+                    SET enable_hashjoin = off; SET enable_mergejoin = off; \
+                    SET plan_cache_mode = force_generic_plan; \
+                    PREPARE mcp_claim (int8, int8) AS {claimable}; \
+                    PREPARE mcp_claimed (text[], text[], text[], text[], int8[], int8[], \
+                    int8[], int8[], text[], int8[], text[], text[], int8[]) AS {update}",
+            start: "BEGIN; EXECUTE mcp_claim ({now}, {limit})",
+            finish: Some("EXECUTE mcp_claimed ({arrays}); COMMIT"),
+        }),
         lease_holder: "(record->'lease'->>'holder')",
         // The indexed column (migration 7), as `LIKE '%…%'`.
         search: "arguments LIKE {p}",
@@ -280,26 +288,24 @@ impl Engine for Postgres {
         rows: &'q [&'q Columns],
         expected: &'q [i64],
     ) -> sqlx::query::Query<'q, Postgres, PgArguments> {
-        let text = |f: fn(&'q Columns) -> &'q str| rows.iter().map(|c| f(c)).collect::<Vec<_>>();
-        let opt_text =
-            |f: fn(&'q Columns) -> Option<&'q str>| rows.iter().map(|c| f(c)).collect::<Vec<_>>();
-        let int = |f: fn(&Columns) -> i64| rows.iter().map(|c| f(c)).collect::<Vec<_>>();
-        let opt_int =
-            |f: fn(&Columns) -> Option<i64>| rows.iter().map(|c| f(c)).collect::<Vec<_>>();
-        query
-            .bind(text(|c| &c.id))
-            .bind(opt_text(|c| c.owner.as_deref()))
-            .bind(text(|c| c.era))
-            .bind(text(|c| c.status))
-            .bind(int(|c| c.created_at_ms))
-            .bind(int(|c| c.updated_at_ms))
-            .bind(opt_int(|c| c.expires_at_ms))
-            .bind(int(|c| c.version))
-            .bind(text(|c| &c.record))
-            .bind(opt_int(|c| c.lease_until_ms))
-            .bind(text(|c| &c.tool_name))
-            .bind(opt_text(|c| c.arguments.as_deref()))
-            .bind(expected)
+        claim_arrays(rows, expected, Binder(query)).0
+    }
+
+    fn claim_literals(rows: &[&Columns], expected: &[i64]) -> Option<String> {
+        claim_arrays(rows, expected, Literals::default()).finish()
+    }
+}
+
+/// `claim_update`'s arrays bound as its parameters.
+struct Binder<'q>(sqlx::query::Query<'q, Postgres, PgArguments>);
+
+impl<'q> Arrays<'q> for Binder<'q> {
+    fn texts(self, values: Vec<Option<&'q str>>) -> Self {
+        Binder(self.0.bind(values))
+    }
+
+    fn ints(self, values: Vec<Option<i64>>) -> Self {
+        Binder(self.0.bind(values))
     }
 }
 
