@@ -275,7 +275,9 @@ async fn postgres_writes_made_together_each_get_their_own_outcome() {
                 format!("gone{i}")
             };
             let mut next = record(&id, None, T0, None).next_version(T0 + 1);
-            next.status_message = Some(format!("written by {i}"));
+            // Quotes, a backslash and SQL: the group's statement carries
+            // the rows as literals.
+            next.status_message = Some(format!("written by {i}: it's \\ $$ '); --"));
             let expected = if (30..40).contains(&i) { 7 } else { 1 };
             (i, store.replace(next, expected).await)
         });
@@ -300,7 +302,7 @@ async fn postgres_writes_made_together_each_get_their_own_outcome() {
             assert_eq!(r.version, 2, "row {i}");
             assert_eq!(
                 r.status_message.as_deref(),
-                Some(&*format!("written by {i}"))
+                Some(&*format!("written by {i}: it's \\ $$ '); --"))
             );
         } else {
             assert_eq!(
