@@ -12,10 +12,13 @@
 //! `BEGIN` and the read in one round trip, then the `UPDATE` (its
 //! parameters as literals, `literal.rs`) and `COMMIT` in another.
 //!
-//! That connection is detached from the pool (its session differs from
-//! the pool's connections', and a pool could not lend it to anyone else
-//! while a worker waits for work): it is one connection beyond
-//! `max_connections`, opened at a process's first claim round. It is
+//! That connection is not the pool's (its session differs from the pool's
+//! connections', and a pool could not lend it to anyone else while a
+//! worker waits for work): it is one connection beyond `max_connections`,
+//! opened with the pool's options at a process's first claim round, and
+//! its statements are not logged (the `UPDATE`'s text holds the records,
+//! arguments included; the pool's statements are logged without their
+//! parameters). It is
 //! never reused after anything went wrong: an error, or a round whose
 //! caller went away, drops it, and PostgreSQL rolls back what it had
 //! open. One round at a time has it; a round that finds it out runs on
@@ -25,8 +28,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use sqlx::{
-    AssertSqlSafe, ColumnIndex, Connection, Database, Decode, Encode, Executor, IntoArguments,
-    Pool, Row, Transaction, Type,
+    AssertSqlSafe, ColumnIndex, ConnectOptions, Connection, Database, Decode, Encode, Executor,
+    IntoArguments, Pool, Row, Transaction, Type,
 };
 
 use super::dialect::Engine;
@@ -59,6 +62,8 @@ enum State<DB: Database> {
     Idle(DB::Connection, Instant),
     /// A round has it (or is opening it).
     Out,
+    /// The store was closed: none is opened again.
+    Released,
 }
 
 impl<DB: Database> std::fmt::Debug for ClaimLine<DB> {
@@ -80,15 +85,20 @@ impl<DB: Database> Out<'_, DB> {
     /// Keep `conn` for the next round: this one ended with `COMMIT` or
     /// `ROLLBACK`.
     fn give_back(mut self, conn: DB::Connection) {
-        *self.line.state() = State::Idle(conn, Instant::now());
+        let mut state = self.line.state();
+        if !matches!(*state, State::Released) {
+            *state = State::Idle(conn, Instant::now());
+        }
+        drop(state);
         self.back = true;
     }
 }
 
 impl<DB: Database> Drop for Out<'_, DB> {
     fn drop(&mut self) {
-        if !self.back {
-            *self.line.state() = State::Closed;
+        let mut state = self.line.state();
+        if !self.back && !matches!(*state, State::Released) {
+            *state = State::Closed;
         }
     }
 }
@@ -98,14 +108,12 @@ impl<DB: Database> ClaimLine<DB> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Close the connection if no round has it ([`PostgresStore::close`]).
+    /// Close the connection, and the one a round has when it ends; open
+    /// none again ([`PostgresStore::close`]).
     ///
     /// [`PostgresStore::close`]: super::PostgresStore::close
     pub(super) fn release(&self) {
-        let mut state = self.state();
-        if let State::Idle(..) = *state {
-            *state = State::Closed;
-        }
+        *self.state() = State::Released;
     }
 }
 
@@ -138,10 +146,16 @@ where
     async fn lend(
         &self,
     ) -> std::result::Result<Option<(Out<'_, DB>, DB::Connection)>, sqlx::Error> {
-        let idle = match std::mem::replace(&mut *self.state(), State::Out) {
-            State::Out => return Ok(None),
-            State::Idle(conn, since) => Some((conn, since)),
-            State::Closed => None,
+        let idle = {
+            let mut state = self.state();
+            match std::mem::replace(&mut *state, State::Out) {
+                held @ (State::Out | State::Released) => {
+                    *state = held;
+                    return Ok(None);
+                }
+                State::Idle(conn, since) => Some((conn, since)),
+                State::Closed => None,
+            }
         };
         // From here, dropped unreturned, the line is closed again.
         let out = Out {
@@ -153,7 +167,12 @@ where
                 return Ok(Some((out, conn)));
             }
         }
-        let mut conn = self.pool.acquire().await?.detach();
+        // Its statements are not logged: the claims' `UPDATE` carries the
+        // records (arguments included) in its text.
+        let options = (*self.pool.connect_options())
+            .clone()
+            .disable_statement_logging();
+        let mut conn = DB::Connection::connect_with(&options).await?;
         sqlx::raw_sql(AssertSqlSafe(self.setup.clone()))
             .execute(&mut conn)
             .await?;
