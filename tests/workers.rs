@@ -500,6 +500,52 @@ async fn r58_a_2025_client_hears_of_an_end_a_read_found_before_the_feed() {
     worker.drain().await;
 }
 
+/// R58 across a gap in the feed: another replica's worker moves a
+/// 2025-11-25 task to `input_required` before the front's feed delivers
+/// (its subscription still being made, as under load on Redis); when the
+/// feed says it missed changes, the front reads the task and tells its
+/// creator. No change follows until the creator answers, so before, the
+/// creator waited for ever (what the Redis test above timed out on once in
+/// session 14).
+#[tokio::test(start_paused = true)]
+async fn r58_a_2025_client_hears_of_a_status_written_in_a_gap_of_the_feed() {
+    let shared = MemoryStore::new();
+    let (store, feed, _) = FedStore::new(shared.clone());
+    let front = Client::new(layer_on(store).with_execution(Execution::Queued));
+    let worker = Worker::start(&queued(shared.clone(), Recovery::Fail), 2, None);
+    let peer = Arc::new(TestPeer::default());
+    let r = send_with_peer(
+        &front,
+        "tools/call",
+        json!({"name": "ask", "arguments": {}, "task": {}}),
+        &peer,
+    )
+    .await;
+    let id = ok(&r)["task"]["taskId"].as_str().unwrap().to_owned();
+    // The worker asks; the front's feed is silent.
+    let mut status = TaskStatus::Working;
+    for _ in 0..100 {
+        status = shared.get(&id, 0).await.unwrap().unwrap().status;
+        if status == TaskStatus::InputRequired {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(status, TaskStatus::InputRequired);
+    feed.send(TaskChange::Missed).unwrap();
+    eventually(
+        || {
+            peer.statuses()
+                .last()
+                .is_some_and(|s| s == "input_required")
+        },
+        "an input_required notification after the gap",
+    )
+    .await;
+    assert_eq!(peer.statuses(), ["input_required"], "told once");
+    worker.drain().await;
+}
+
 /// A store whose task creation takes 150 ms (a slow disk, a busy
 /// database): the front's write of a queued task outlasts the window.
 #[derive(Debug, Clone)]

@@ -137,17 +137,33 @@ impl Engine {
         };
         let peer = self.registry.creator_to_tell(id, *status)?;
         let id = id.clone();
-        Some(async move {
-            let id = id.as_str();
-            let found = crate::store::opened_found(self.store.get(id, self.now_ms()).await);
-            let Ok(Some(record)) = found else { return };
-            // In one step with the registry: a read that forgets the task
-            // meanwhile tells its creator instead, never both.
-            if !self.registry.advance_status(id, record.status) {
-                return;
+        Some(async move { self.tell_as_read(&id, &peer).await })
+    }
+
+    /// After a gap in the change feed, in its order: the 2025-11-25
+    /// creators of the tasks tracked here hear of a status written in the
+    /// gap. Another process's worker may have moved a task on (to
+    /// `input_required`, say) before this process subscribed, and no
+    /// change of it may follow until its creator answers.
+    async fn relay_after_missed(&self) {
+        for id in self.registry.with_creators() {
+            if let Some(peer) = self.registry.get(&id).and_then(|l| l.peer) {
+                self.tell_as_read(&id, &peer).await;
             }
-            tell(&peer, &record.view());
-        })
+        }
+    }
+
+    /// Read task `id` and tell `peer`, its creator, of its status if this
+    /// replica last saw another.
+    async fn tell_as_read(&self, id: &str, peer: &Peer) {
+        let found = crate::store::opened_found(self.store.get(id, self.now_ms()).await);
+        let Ok(Some(record)) = found else { return };
+        // In one step with the registry: a read that forgets the task
+        // meanwhile tells its creator instead, never both.
+        if !self.registry.advance_status(id, record.status) {
+            return;
+        }
+        tell(peer, &record.view());
     }
 
     /// How often a subscription re-reads its tasks when the store reports
@@ -179,6 +195,9 @@ pub(crate) async fn change_loop(weak: Weak<Engine>, mut feed: broadcast::Receive
             relay.await;
         }
         let missed = change == TaskChange::Missed;
+        if missed {
+            engine.relay_after_missed().await;
+        }
         engine.on_change(change);
         if missed {
             // Reads of the store, off the feed's loop.

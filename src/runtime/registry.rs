@@ -298,6 +298,19 @@ impl Registry {
             .collect()
     }
 
+    /// The ids of the 2025-11-25 tasks tracked here with a way back to
+    /// their creator.
+    pub(crate) fn with_creators(&self) -> Vec<String> {
+        if self.len.load(Ordering::Acquire) == 0 {
+            return Vec::new();
+        }
+        self.tasks()
+            .iter()
+            .filter(|(_, l)| l.era == Era::Legacy && l.peer.is_some())
+            .map(|(id, _)| id.clone())
+            .collect()
+    }
+
     pub(crate) fn get(&self, id: &str) -> Option<LocalTask> {
         self.tasks().get(id).cloned()
     }
