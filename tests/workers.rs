@@ -376,6 +376,19 @@ async fn call_slow_task(front: &Client, peer: &Arc<TestPeer>) -> JsonRpcResponse
     .await
 }
 
+/// A 2025-11-25 task of the tool that asks for input, created through
+/// `front` by `peer`: its id.
+async fn start_ask(front: &Client, peer: &Arc<TestPeer>) -> String {
+    let r = send_with_peer(
+        front,
+        "tools/call",
+        json!({"name": "ask", "arguments": {}, "task": {}}),
+        peer,
+    )
+    .await;
+    ok(&r)["task"]["taskId"].as_str().unwrap().to_owned()
+}
+
 /// R58: a 2025-11-25 client hears the status of its task run by a worker
 /// as it would of a run on the front: the worker's run keeps the way back
 /// to the creating client.
@@ -412,14 +425,7 @@ async fn r58_a_2025_client_hears_of_a_run_on_another_replicas_worker_over_redis(
     let worker_layer = layer_on(worker_store).with_execution(Execution::Queued);
     let front = Client::new(front_layer);
     let peer = Arc::new(TestPeer::default());
-    let r = send_with_peer(
-        &front,
-        "tools/call",
-        json!({"name": "ask", "arguments": {}, "task": {}}),
-        &peer,
-    )
-    .await;
-    let id = ok(&r)["task"]["taskId"].as_str().unwrap().to_owned();
+    let id = start_ask(&front, &peer).await;
     let worker = Worker::start(&worker_layer, 2, None);
     eventually(
         || {
@@ -514,14 +520,7 @@ async fn r58_a_2025_client_hears_of_a_status_written_in_a_gap_of_the_feed() {
     let front = Client::new(layer_on(store).with_execution(Execution::Queued));
     let worker = Worker::start(&queued(shared.clone(), Recovery::Fail), 2, None);
     let peer = Arc::new(TestPeer::default());
-    let r = send_with_peer(
-        &front,
-        "tools/call",
-        json!({"name": "ask", "arguments": {}, "task": {}}),
-        &peer,
-    )
-    .await;
-    let id = ok(&r)["task"]["taskId"].as_str().unwrap().to_owned();
+    let id = start_ask(&front, &peer).await;
     // The worker asks; the front's feed is silent.
     let mut status = TaskStatus::Working;
     for _ in 0..100 {
