@@ -146,10 +146,8 @@ impl Engine {
     /// `input_required`, say) before this process subscribed, and no
     /// change of it may follow until its creator answers.
     async fn relay_after_missed(&self) {
-        for id in self.registry.with_creators() {
-            if let Some(peer) = self.registry.get(&id).and_then(|l| l.peer) {
-                self.tell_as_read(&id, &peer).await;
-            }
+        for (id, peer) in self.registry.with_creators() {
+            self.tell_as_read(&id, &peer).await;
         }
     }
 

@@ -298,16 +298,16 @@ impl Registry {
             .collect()
     }
 
-    /// The ids of the 2025-11-25 tasks tracked here with a way back to
-    /// their creator.
-    pub(crate) fn with_creators(&self) -> Vec<String> {
+    /// The 2025-11-25 tasks tracked here with a way back to their
+    /// creator: each id with that way.
+    pub(crate) fn with_creators(&self) -> Vec<(String, Peer)> {
         if self.len.load(Ordering::Acquire) == 0 {
             return Vec::new();
         }
         self.tasks()
             .iter()
-            .filter(|(_, l)| l.era == Era::Legacy && l.peer.is_some())
-            .map(|(id, _)| id.clone())
+            .filter(|(_, l)| l.era == Era::Legacy)
+            .filter_map(|(id, l)| Some((id.clone(), l.peer.clone()?)))
             .collect()
     }
 

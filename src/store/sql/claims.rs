@@ -122,12 +122,12 @@ where
     DB: Engine,
     for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
 {
-    /// A line over `pool` where the engine has one (`Dialect::claim_line`)
-    /// for the statements `sql_of` of the table `table` (its bare name, a
-    /// validated one).
+    /// A line over `pool` where the engine has one (`Dialect::claim_line`,
+    /// which prepares `claim_update`) for the statements `sql_of` of the
+    /// table `table` (its bare name, a validated one).
     pub(super) fn new(pool: &Pool<DB>, sql_of: &Statements, table: &str) -> Option<Self> {
         let line = DB::DIALECT.claim_line.as_ref()?;
-        let update = sql_of.claim_update.as_deref().unwrap_or_default();
+        let update = sql_of.claim_update.as_deref()?;
         Some(ClaimLine {
             pool: pool.clone(),
             setup: line
@@ -136,7 +136,7 @@ where
                 .replace("{claimable}", &sql_of.claimable)
                 .replace("{update}", update),
             start: line.start,
-            finish: line.finish.filter(|_| sql_of.claim_update.is_some()),
+            finish: line.finish,
             state: Mutex::new(State::Closed),
         })
     }
@@ -230,13 +230,14 @@ where
     }
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
     let lent = match line {
-        Some(line) => line.lend().await.map_err(backend)?.map(|l| (line, l)),
+        Some(line) => line.lend().await.map_err(backend)?,
         None => None,
     };
     let (mut on, rows) = match lent {
-        Some((line, (out, mut conn))) => {
+        Some((out, mut conn)) => {
             // Two integers in the text: nothing to quote.
-            let start = line
+            let start = out
+                .line
                 .start
                 .replace("{now}", &now_ms.to_string())
                 .replace("{limit}", &limit.to_string());
@@ -265,7 +266,6 @@ where
         let Some(next) = pick(&record) else { continue };
         picked.push((Arc::new(next), to_i64(record.version, "expected version")?));
     }
-    let lent_finish = line.and_then(|l| l.finish);
     let (mut won, mut committed) = (Vec::new(), false);
     match &sql_of.claim_update {
         Some(update) if !picked.is_empty() => {
@@ -276,10 +276,12 @@ where
             let rows: Vec<&Columns> = rows.iter().collect();
             let expected: Vec<i64> = picked.iter().map(|(_, v)| *v).collect();
             // On the line, the write and its `COMMIT` go as one query.
-            let fused = match (&on, lent_finish) {
-                (On::Line(..), Some(finish)) => DB::claim_literals(&rows, &expected)
-                    .map(|arrays| finish.replace("{arrays}", &arrays)),
-                _ => None,
+            let fused = match &on {
+                On::Line(out, _) => out.line.finish.and_then(|finish| {
+                    DB::claim_literals(&rows, &expected)
+                        .map(|arrays| finish.replace("{arrays}", &arrays))
+                }),
+                On::Pool(_) => None,
             };
             committed = fused.is_some();
             let written = match fused {

@@ -42,6 +42,25 @@ fn ping_if_idle(
     })
 }
 
+/// The planner settings of a claim (`begin_claim`'s, and the session's of
+/// the claims' own connection), each after `$set`.
+macro_rules! claim_settings {
+    ($set:literal) => {
+        concat!(
+            $set,
+            " enable_bitmapscan = off; ",
+            $set,
+            " enable_seqscan = off; ",
+            $set,
+            " enable_hashjoin = off; ",
+            $set,
+            " enable_mergejoin = off; ",
+            $set,
+            " plan_cache_mode = force_generic_plan"
+        )
+    };
+}
+
 impl Engine for Postgres {
     const DIALECT: Dialect = Dialect {
         migrations: &[
@@ -207,10 +226,7 @@ impl Engine for Postgres {
         // plans it as a nested loop over the primary key, once per
         // connection (a custom plan per execution was made at 1,657 of
         // 2,869 claims).
-        begin_claim: "BEGIN; SET LOCAL enable_bitmapscan = off; \
-                      SET LOCAL enable_seqscan = off; SET LOCAL enable_hashjoin = off; \
-                      SET LOCAL enable_mergejoin = off; \
-                      SET LOCAL plan_cache_mode = force_generic_plan",
+        begin_claim: concat!("BEGIN; ", claim_settings!("SET LOCAL")),
         // An operator's page that a search (or a sort of many rows) makes
         // long is cancelled and read again as a walk of at most
         // WALK_BUDGET rows of the creation index (issue 30).
@@ -256,14 +272,15 @@ impl Engine for Postgres {
         // operators (`pg_stat_activity`); `standard_conforming_strings`
         // is what `literal.rs` writes for.
         claim_line: Some(ClaimLineSql {
-            setup: "SET application_name = 'mcp-task-layer claims {n}'; \
-                    SET standard_conforming_strings = on; \
-                    SET enable_bitmapscan = off; SET enable_seqscan = off; \
-                    SET enable_hashjoin = off; SET enable_mergejoin = off; \
-                    SET plan_cache_mode = force_generic_plan; \
-                    PREPARE mcp_claim (int8, int8) AS {claimable}; \
-                    PREPARE mcp_claimed (text[], text[], text[], text[], int8[], int8[], \
-                    int8[], int8[], text[], int8[], text[], text[], int8[]) AS {update}",
+            // `mcp_claimed`'s parameter types are the casts in
+            // `claim_update`.
+            setup: concat!(
+                "SET application_name = 'mcp-task-layer claims {n}'; \
+                 SET standard_conforming_strings = on; ",
+                claim_settings!("SET"),
+                "; PREPARE mcp_claim (int8, int8) AS {claimable}; \
+                 PREPARE mcp_claimed AS {update}"
+            ),
             start: "BEGIN; EXECUTE mcp_claim ({now}, {limit})",
             finish: Some("EXECUTE mcp_claimed ({arrays}); COMMIT"),
         }),
