@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::fed::FedStore;
-use common::{layer_on, server, Client, Seen};
+use common::{layer_on, Client, Seen};
 use mcp_task_layer::store::TaskChange;
 use mcp_task_layer::{DrainReport, Execution, MemoryStore, Recovery, TaskLayer, TaskStatus};
 use serde_json::json;
@@ -43,18 +43,8 @@ fn start_worker(
     layer: &TaskLayer,
     concurrency: usize,
 ) -> (oneshot::Sender<()>, JoinHandle<DrainReport>) {
-    let worker = layer
-        .worker(server(Arc::new(Seen::default())))
-        .with_concurrency(concurrency)
-        .with_poll_interval(Duration::from_secs(3600));
-    let (stop, stopped) = oneshot::channel();
-    let done = tokio::spawn(worker.run(
-        async {
-            let _ = stopped.await;
-        },
-        Duration::from_secs(1),
-    ));
-    (stop, done)
+    let seen = Arc::new(Seen::default());
+    common::start_worker(layer, seen, concurrency, Duration::from_secs(1))
 }
 
 /// Runs queued while the only worker's one slot is taken are each claimed

@@ -15,10 +15,10 @@ use tokio::time::Instant;
 ///   likely: a round that takes exactly what was left arms it too, and
 ///   costs at most one wait);
 /// - the worker's recent runs are short against a round: their mean time
-///   in a slot (from the claim to the outcome written) is below
-///   [`SHORT_RUN_ROUNDS`] times the last round's. A no-op run is about a
-///   round (its outcome's write), a 10 ms or a 100 ms run is not, and such
-///   a run's slot never waits for a round;
+///   in a slot (from the claim to the handler's answer, whose write goes on
+///   outside the slot: `Slot`) is below [`SHORT_RUN_ROUNDS`] times the last
+///   round's. A no-op run is well below a round, a 10 ms or a 100 ms run is
+///   not, and such a run's slot never waits for a round;
 /// - fewer than half the slots are free (so some run is held).
 ///
 /// Without the wait a backlog of short runs is claimed in rounds of one or

@@ -33,6 +33,7 @@ mod registry;
 mod resume;
 mod runner;
 mod running;
+mod slot;
 mod status;
 mod transition;
 mod watchers;

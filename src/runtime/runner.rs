@@ -14,6 +14,7 @@ use super::cas::{CasError, Decision, Outcome, Reader};
 use super::engine::{Engine, InnerService};
 use super::registry::LocalTask;
 use super::running::Running;
+use super::slot::Slot;
 use super::transition;
 use crate::jsonrpc::{JsonRpcError, JsonRpcRequest, JsonRpcResponse};
 use crate::store::{BoxFuture, Era, TaskRecord};
@@ -32,6 +33,9 @@ pub(crate) struct HandlerRun {
     /// The record as this replica last wrote it (a worker's claim): the
     /// first write of the answer starts from it instead of a read.
     known: Option<Arc<TaskRecord>>,
+    /// A worker's slot, freed when the handler's answer ends its turn,
+    /// before that answer is written.
+    slot: Option<Slot>,
 }
 
 impl HandlerRun {
@@ -42,6 +46,15 @@ impl HandlerRun {
             resumed_at: None,
             state_only: 0,
             known: None,
+            slot: None,
+        }
+    }
+
+    /// The same run, in a worker's `slot`.
+    pub(crate) fn in_slot(self, slot: Slot) -> Self {
+        HandlerRun {
+            slot: Some(slot),
+            ..self
         }
     }
 
@@ -239,16 +252,7 @@ impl Engine {
         local: &LocalTask,
         run: &mut HandlerRun,
     ) -> AfterSettle {
-        let next = self
-            .settle(
-                id,
-                out,
-                local,
-                run.fence,
-                &mut run.state_only,
-                run.known.take(),
-            )
-            .await;
+        let next = self.settle(id, out, local, run).await;
         if let Some(at) = run.resumed_at.take() {
             crate::metrics::resumed(at.elapsed());
         }
@@ -256,20 +260,25 @@ impl Engine {
     }
 
     /// Write what the handler answered. Loses every race to a terminal
-    /// state written first (a cancel, an expiry).
+    /// state written first (a cancel, an expiry). A worker's `slot` is
+    /// freed first, unless the answer is `requestState` alone (which may
+    /// call the handler again).
     async fn settle<E>(
         &self,
         id: &str,
         out: Result<JsonRpcResponse, E>,
         local: &LocalTask,
-        fence: u64,
-        state_only: &mut u32,
-        known: Option<Arc<TaskRecord>>,
+        run: &mut HandlerRun,
     ) -> AfterSettle {
         let answer = HandlerAnswer::from_output(out).bounded(self.cfg.limits.max_result_bytes);
-        let rounds = *state_only;
+        if !matches!(answer, HandlerAnswer::StateOnly(_)) {
+            if let Some(slot) = run.slot.take() {
+                slot.free();
+            }
+        }
+        let (fence, rounds) = (run.fence, run.state_only);
         let settled = self
-            .compare_and_set_from(id, Reader::Runner, known, |record| {
+            .compare_and_set_from(id, Reader::Runner, run.known.take(), |record| {
                 if !self.runs_here(record, fence) {
                     return Ok(Decision::Keep(false));
                 }
@@ -287,7 +296,7 @@ impl Engine {
             Ok(Outcome::Wrote {
                 next, then: true, ..
             }) => {
-                *state_only += 1;
+                run.state_only += 1;
                 AfterSettle::Reinvoke(self.resume_request(&next, &local.token))
             }
             Ok(Outcome::Wrote { prev, next, .. }) => {

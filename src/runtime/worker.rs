@@ -8,6 +8,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::sync::Notify;
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
@@ -18,6 +19,7 @@ use super::drain::DrainReport;
 use super::engine::Engine;
 use super::hold::Hold;
 use super::runner::{HandlerRun, InnerFuture};
+use super::slot::Slot;
 use super::won::Won;
 use crate::context::TaskResumeContext;
 use crate::jsonrpc::{JsonRpcRequest, JsonRpcResponse};
@@ -26,8 +28,11 @@ use crate::store::{self, ClaimQuery, QueuedClaim, TaskRecord};
 /// Runs queued tasks' handlers: claims runnable tasks from the store with a
 /// lease and a new fence, calls the inner service with the same request,
 /// [`TaskResumeContext`], cancellation token and extensions as inline
-/// execution, writes the outcome under the fence, and is free again as
-/// soon as the handler answers or asks for input.
+/// execution, and writes the outcome under the fence. A slot is free again
+/// as soon as the handler answers or asks for input: the outcome is
+/// written while the slot runs the next task, and at most as many outcomes
+/// are written at once as the worker has slots (a handler that answers
+/// `requestState` alone, and is called again, keeps its slot).
 ///
 /// Made by [`TaskLayer::worker`](crate::TaskLayer::worker); a process may
 /// run workers and serve requests (one layer for both), or only one of
@@ -81,6 +86,10 @@ struct Claimed {
     fence: u64,
     /// When it was claimed (`Hold` weighs runs' lengths).
     since: tokio::time::Instant,
+    /// Freed by the run when its handler is done.
+    slot: Slot,
+    /// Counted as writing its answer, no longer as running.
+    writing: bool,
 }
 
 /// Runnable records read per claim round beyond the free capacity when
@@ -151,6 +160,8 @@ where
     }
 
     /// How many handlers this worker runs at once (default 16, at least 1).
+    /// The answers of as many more may be being written meanwhile, so a
+    /// worker holds at most twice this many tasks.
     #[must_use]
     pub fn with_concurrency(mut self, n: usize) -> Self {
         self.concurrency = n.max(1);
@@ -209,6 +220,10 @@ where
         engine.ensure_background();
         let mut runs: JoinSet<()> = JoinSet::new();
         let mut claimed: HashMap<tokio::task::Id, Claimed> = HashMap::new();
+        // Runs whose handler is done and whose answer is being written: their
+        // slots serve other runs meanwhile, up to as many such runs as slots.
+        let freed = Arc::new(Notify::new());
+        let mut writing = 0;
         let mut shutdown = std::pin::pin!(stop.cancelled());
         // One claim round at a time, in the background: runs that end while
         // it is out are claimed for together by the next one.
@@ -220,7 +235,7 @@ where
         // short runs (issue 33): see `Hold`.
         let mut hold = Hold::default();
         loop {
-            let free = self.concurrency.saturating_sub(claimed.len());
+            let free = self.free(claimed.len(), writing);
             // Listening before the round reads the store: a run queued
             // meanwhile still wakes this loop. Only a worker with room
             // listens: a wake is one worker's (`wake_workers`), and one
@@ -251,8 +266,18 @@ where
                         engine.wake_idle_workers();
                     }
                     for next in won.take() {
-                        self.start_run(next, &mut runs, &mut claimed);
+                        self.start_run(next, &freed, &mut runs, &mut claimed);
                     }
+                }
+                () = freed.notified() => {
+                    // Every run whose handler is done since: their slots
+                    // free together, for one round.
+                    for run in claimed.values_mut().filter(|r| !r.writing && r.slot.is_free()) {
+                        run.writing = true;
+                        writing += 1;
+                        hold.run_ended(run.since);
+                    }
+                    look |= capped || !self.has_feed();
                 }
                 Some(done) = runs.join_next_with_id(), if !runs.is_empty() => {
                     // This run and every other that ended with it: their
@@ -260,8 +285,10 @@ where
                     let mut next = Some(done);
                     while let Some(done) = next {
                         let id = done.map_or_else(|e| e.id(), |(id, ())| id);
-                        if let Some(run) = claimed.remove(&id) {
-                            hold.run_ended(run.since);
+                        match claimed.remove(&id) {
+                            Some(run) if run.writing => writing -= 1,
+                            Some(run) => hold.run_ended(run.since),
+                            None => {}
                         }
                         next = runs.try_join_next_with_id();
                     }
@@ -302,6 +329,18 @@ where
         runs.shutdown().await;
         info!(?report, "worker drained");
         report
+    }
+
+    /// How many runs a claim round may take when `held` runs hold slots, of
+    /// which `writing` are writing their answers: a slot per handler, and at
+    /// most as many answers being written as slots (the writes of a slow
+    /// store do not pile up).
+    fn free(&self, held: usize, writing: usize) -> usize {
+        let running = held - writing;
+        let total = 2 * self.concurrency;
+        self.concurrency
+            .saturating_sub(running)
+            .min(total.saturating_sub(held))
     }
 
     /// How long an idle worker waits before it looks again unwoken: the
@@ -415,6 +454,7 @@ where
     fn start_run(
         &self,
         next: Arc<TaskRecord>,
+        freed: &Arc<Notify>,
         runs: &mut JoinSet<()>,
         claimed: &mut HashMap<tokio::task::Id, Claimed>,
     ) {
@@ -429,6 +469,7 @@ where
         let span = local.span.clone();
         info!(parent: &span, fence, "task claimed");
         let fut: InnerFuture<S::Error> = Box::pin(self.inner.clone().oneshot(request));
+        let slot = Slot::new(freed);
         let run = Arc::clone(engine).run(
             self.inner.clone(),
             next.id.clone(),
@@ -436,7 +477,9 @@ where
             fut,
             // The answer is written over the claim without reading it
             // back first.
-            HandlerRun::fenced(fence).known(Arc::clone(&next)),
+            HandlerRun::fenced(fence)
+                .known(Arc::clone(&next))
+                .in_slot(slot.clone()),
         );
         let handle = runs.spawn(run.instrument(span));
         claimed.insert(
@@ -446,6 +489,8 @@ where
                 owner: next.owner.clone(),
                 fence,
                 since: tokio::time::Instant::now(),
+                slot,
+                writing: false,
             },
         );
     }

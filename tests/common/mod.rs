@@ -456,6 +456,33 @@ pub fn accept(field: &str, value: &str) -> Value {
 
 /// Poll `cond` every 10 ms of (paused, auto-advancing) tokio time, for at
 /// most 60 s of it.
+/// A worker of `layer` over [`server`] (counting in `seen`) with
+/// `concurrency` slots, that never looks unwoken within a test (an hour's
+/// poll) and drains with a deadline of `deadline`: the sender stops it,
+/// the handle gives its drain report.
+pub fn start_worker(
+    layer: &TaskLayer,
+    seen: Arc<Seen>,
+    concurrency: usize,
+    deadline: Duration,
+) -> (
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<mcp_task_layer::DrainReport>,
+) {
+    let worker = layer
+        .worker(server(seen))
+        .with_concurrency(concurrency)
+        .with_poll_interval(Duration::from_secs(3600));
+    let (stop, stopped) = tokio::sync::oneshot::channel();
+    let done = tokio::spawn(worker.run(
+        async {
+            let _ = stopped.await;
+        },
+        deadline,
+    ));
+    (stop, done)
+}
+
 pub async fn eventually(mut cond: impl FnMut() -> bool, what: &str) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     while !cond() {
