@@ -226,3 +226,53 @@ async fn the_claims_of_a_round_out_when_a_worker_is_dropped_are_queued_again() {
     let report = done.await.unwrap();
     assert_eq!((report.failed, report.requeued), (0, 0), "{report:?}");
 }
+
+/// A queued run's wake that reaches a worker's loop together with two
+/// other events of it (a handler's answer freeing its slot, then its run
+/// ending) is not lost: the run queued by the handler of the run before,
+/// as it answers, is claimed at once, not at the idle poll (an hour here).
+/// (The loop's listener took the kept wake and was dropped for the run's
+/// end: the run waited for the idle poll.)
+#[tokio::test(start_paused = true)]
+async fn a_wake_that_comes_with_other_events_of_the_worker_is_not_lost() {
+    let (layer, _) = fed_layer();
+    let mut front = Client::new(layer.clone());
+    let creator = Arc::new(Client::new(layer.clone()));
+    let (queued, mut ids) = tokio::sync::mpsc::unbounded_channel();
+    // `trigger` queues another `trigger` (marked `last`) as it answers.
+    let handler = tower::service_fn(move |req: mcp_task_layer::JsonRpcRequest| {
+        let params = req.params.clone().map(mcp_task_layer::Params::into_value);
+        let last = params.is_some_and(|p| p["arguments"]["last"] == json!(true));
+        if !last {
+            let (creator, queued) = (Arc::clone(&creator), queued.clone());
+            tokio::spawn(async move {
+                let id = creator.start("trigger", json!({ "last": true })).await;
+                let _ = queued.send(id);
+            });
+        }
+        let result = json!({ "content": [{ "type": "text", "text": "done" }] });
+        std::future::ready(Ok::<_, std::convert::Infallible>(
+            mcp_task_layer::JsonRpcResponse::result(req.id, result),
+        ))
+    });
+    let worker = layer
+        .worker(handler)
+        .with_concurrency(2)
+        .with_poll_interval(Duration::from_secs(3600));
+    let (stop, stopped) = oneshot::channel::<()>();
+    let done = tokio::spawn(worker.run(
+        async {
+            let _ = stopped.await;
+        },
+        Duration::from_secs(1),
+    ));
+    let first = front.start("trigger", json!({})).await;
+    front.wait_for(&first, TaskStatus::Completed).await;
+    let next = ids.recv().await.expect("the handler queued a run");
+    let completed = front.wait_for(&next, TaskStatus::Completed);
+    tokio::time::timeout(Duration::from_secs(60), completed)
+        .await
+        .expect("the run queued as the last answered waited for the idle poll");
+    let _ = stop.send(());
+    assert_eq!(done.await.unwrap(), DrainReport::default());
+}

@@ -253,7 +253,20 @@ where
             }
             tokio::select! {
                 biased;
-                () = &mut shutdown => break,
+                () = &mut shutdown => {
+                    // A wake `enable` took is another worker's now.
+                    let took = std::future::poll_fn(|cx| {
+                        std::task::Poll::Ready(listening && wake.as_mut().poll(cx).is_ready())
+                    });
+                    if took.await {
+                        engine.wake_workers();
+                    }
+                    break;
+                }
+                // Before every other event: `enable` may have taken a wake
+                // kept for this loop, and a `Notified` dropped unpolled
+                // after that passes it on to no one.
+                () = &mut wake, if listening => look = true,
                 won = async { round.as_mut().expect("a round").await }, if round.is_some() => {
                     round = None;
                     let Round { won, more, capped: passed } = won.unwrap_or_default();
@@ -298,7 +311,6 @@ where
                     // later.
                     look |= capped || !self.has_feed();
                 }
-                () = &mut wake, if listening => look = true,
                 () = hold.expired(), if look && round.is_none() && hold.is_holding() => {}
                 () = tokio::time::sleep(self.idle_poll()) => look = true,
             }
