@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{layer_on, Client, Seen};
+use common::{layer_on, server, Client, Seen};
 use mcp_task_layer::store::{BoxFuture, Result, TaskRecord, TaskStore};
 use mcp_task_layer::{DrainReport, Execution, MemoryStore, Recovery, TaskLayer, TaskStatus};
 use serde_json::json;
@@ -86,8 +86,8 @@ fn fixture() -> Fixture {
 impl Fixture {
     /// A worker of one slot that never looks unwoken within a test.
     fn start_worker(&self) -> (oneshot::Sender<()>, JoinHandle<DrainReport>) {
-        let seen = Arc::clone(&self.seen);
-        common::start_worker(&self.layer, seen, 1, Duration::from_secs(10))
+        let inner = server(Arc::clone(&self.seen));
+        common::start_worker(&self.layer, inner, 1, Duration::from_secs(10))
     }
 
     /// Let every held write through, see each of `ids` end `completed`,

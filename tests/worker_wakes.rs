@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::fed::FedStore;
-use common::{layer_on, Client, Seen};
+use common::{layer_on, server, Client, Seen};
 use mcp_task_layer::store::TaskChange;
 use mcp_task_layer::{DrainReport, Execution, MemoryStore, Recovery, TaskLayer, TaskStatus};
 use serde_json::json;
@@ -43,8 +43,8 @@ fn start_worker(
     layer: &TaskLayer,
     concurrency: usize,
 ) -> (oneshot::Sender<()>, JoinHandle<DrainReport>) {
-    let seen = Arc::new(Seen::default());
-    common::start_worker(layer, seen, concurrency, Duration::from_secs(1))
+    let inner = server(Arc::new(Seen::default()));
+    common::start_worker(layer, inner, concurrency, Duration::from_secs(1))
 }
 
 /// Runs queued while the only worker's one slot is taken are each claimed
@@ -255,17 +255,7 @@ async fn a_wake_that_comes_with_other_events_of_the_worker_is_not_lost() {
             mcp_task_layer::JsonRpcResponse::result(req.id, result),
         ))
     });
-    let worker = layer
-        .worker(handler)
-        .with_concurrency(2)
-        .with_poll_interval(Duration::from_secs(3600));
-    let (stop, stopped) = oneshot::channel::<()>();
-    let done = tokio::spawn(worker.run(
-        async {
-            let _ = stopped.await;
-        },
-        Duration::from_secs(1),
-    ));
+    let (stop, done) = common::start_worker(&layer, handler, 2, Duration::from_secs(1));
     let first = front.start("trigger", json!({})).await;
     front.wait_for(&first, TaskStatus::Completed).await;
     let next = ids.recv().await.expect("the handler queued a run");

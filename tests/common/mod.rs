@@ -456,21 +456,26 @@ pub fn accept(field: &str, value: &str) -> Value {
 
 /// Poll `cond` every 10 ms of (paused, auto-advancing) tokio time, for at
 /// most 60 s of it.
-/// A worker of `layer` over [`server`] (counting in `seen`) with
+/// A worker of `layer` over `inner` (such as [`server`]) with
 /// `concurrency` slots, that never looks unwoken within a test (an hour's
 /// poll) and drains with a deadline of `deadline`: the sender stops it,
 /// the handle gives its drain report.
-pub fn start_worker(
+pub fn start_worker<S>(
     layer: &TaskLayer,
-    seen: Arc<Seen>,
+    inner: S,
     concurrency: usize,
     deadline: Duration,
 ) -> (
     tokio::sync::oneshot::Sender<()>,
     tokio::task::JoinHandle<mcp_task_layer::DrainReport>,
-) {
+)
+where
+    S: tower::Service<JsonRpcRequest, Response = JsonRpcResponse> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+{
     let worker = layer
-        .worker(server(seen))
+        .worker(inner)
         .with_concurrency(concurrency)
         .with_poll_interval(Duration::from_secs(3600));
     let (stop, stopped) = tokio::sync::oneshot::channel();
