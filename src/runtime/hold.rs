@@ -51,7 +51,37 @@ const HOLD_MAX: Duration = Duration::from_millis(20);
 /// saves are what bounds a queue of such runs.
 const SHORT_RUN_ROUNDS: u32 = 2;
 
+/// Runs shorter than this many claim rounds (and not short enough to hold
+/// rounds for) are worth claims held ahead for them (`Ready`): the round a
+/// freed slot would wait for is a tenth or more of such a run. A longer
+/// run's slot waits for a small share of it, and a claim held for it
+/// would wait up to a run that another worker might have started.
+const AHEAD_RUN_ROUNDS: u32 = 32;
+
 impl Hold {
+    /// How many claims beyond its free slots a worker of `concurrency`
+    /// slots holds for them now: half its slots while the last round filled
+    /// what it asked for and the recent runs are neither short enough to
+    /// hold rounds for nor [`AHEAD_RUN_ROUNDS`] rounds long; none
+    /// otherwise. `fixed` (the worker's setting) replaces the half, and
+    /// holds whatever the runs' length.
+    pub(super) fn ahead(&self, concurrency: usize, fixed: Option<usize>) -> usize {
+        if !self.backlog {
+            return 0;
+        }
+        if let Some(n) = fixed {
+            return n;
+        }
+        match self.run {
+            Some(run)
+                if run >= self.took * SHORT_RUN_ROUNDS && run < self.took * AHEAD_RUN_ROUNDS =>
+            {
+                concurrency / 2
+            }
+            _ => 0,
+        }
+    }
+
     /// Whether a round for `free` of `concurrency` slots may start now; if
     /// not, [`expired`](Self::expired) tells when it may.
     pub(super) fn ready(&mut self, free: usize, concurrency: usize) -> bool {
@@ -69,6 +99,13 @@ impl Hold {
             return true;
         }
         false
+    }
+
+    /// Claims held ahead waited a heartbeat period for a slot: the slots
+    /// free slower than a backlog of such runs would free them, so nothing
+    /// more is held ahead until a round finds a backlog again.
+    pub(super) fn stalled(&mut self) {
+        self.backlog = false;
     }
 
     /// A round is held back now.
@@ -135,5 +172,42 @@ mod tests {
         assert!(hold.ready(2, 16), "at most as long as the last round");
         hold.ended(false);
         assert!(hold.ready(1, 16), "no backlog: no wait");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn claims_are_held_ahead_for_runs_a_few_rounds_long_behind_a_backlog() {
+        let round = |ms: u64| {
+            let mut hold = Hold::default();
+            hold.started();
+            hold.ended(true);
+            hold.took = Duration::from_millis(ms);
+            hold
+        };
+        let mut hold = round(2);
+        assert_eq!(hold.ahead(16, None), 0, "no run ended yet");
+        hold.run = Some(Duration::from_millis(10));
+        assert_eq!(hold.ahead(16, None), 8, "a 10 ms run, 2 ms rounds");
+        assert_eq!(hold.ahead(16, Some(3)), 3);
+        hold.run = Some(Duration::from_millis(3));
+        assert_eq!(
+            hold.ahead(16, None),
+            0,
+            "short: its rounds are held instead"
+        );
+        hold.run = Some(Duration::from_millis(100));
+        assert_eq!(hold.ahead(16, None), 0, "long against a round");
+        assert_eq!(
+            hold.ahead(16, Some(3)),
+            3,
+            "a setting holds whatever the length"
+        );
+        hold.ended(false);
+        hold.run = Some(Duration::from_millis(10));
+        assert_eq!(hold.ahead(16, None), 0, "no backlog");
+        assert_eq!(
+            hold.ahead(16, Some(3)),
+            0,
+            "no backlog, whatever the setting"
+        );
     }
 }

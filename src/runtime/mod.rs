@@ -28,6 +28,7 @@ mod model_check;
 mod operator;
 mod publish;
 mod queue;
+mod ready;
 mod reaper;
 mod registry;
 mod resume;
