@@ -8,6 +8,20 @@ use super::transition::{self, LeaseTerms};
 use crate::config::{Execution, Recovery};
 use crate::store::{Lease, TaskRecord};
 
+/// The lease of a run written runnable at `now_ms`: ended a millisecond
+/// before. A task created queued takes it from its own `created_at_ms`,
+/// not from a second reading of the clock: the stores announce a create to
+/// the workers of other processes only when its lease ended before it was
+/// made (PostgreSQL's trigger of migration 5, Redis's `WRITE` script), and
+/// a clock read a millisecond later would end the lease as the task was
+/// made, so no worker elsewhere would hear of it.
+pub(crate) fn queue_terms_at(now_ms: i64) -> LeaseTerms<'static> {
+    LeaseTerms {
+        holder: Lease::QUEUED,
+        until_ms: now_ms.saturating_sub(1),
+    }
+}
+
 impl Engine {
     /// Whether task handlers run on workers rather than here.
     pub(crate) fn queued(&self) -> bool {
@@ -18,10 +32,7 @@ impl Engine {
     /// millisecond before now, so that workers find it at once and take
     /// the oldest first.
     pub(crate) fn queue_terms(&self) -> LeaseTerms<'static> {
-        LeaseTerms {
-            holder: Lease::QUEUED,
-            until_ms: self.now_ms().saturating_sub(1),
-        }
+        queue_terms_at(self.now_ms())
     }
 
     /// The lease a run that starts now takes: this replica's when it runs
@@ -87,5 +98,25 @@ impl Engine {
             .await
             .ok()?;
         Some(next)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A task created queued at `t` has a lease that ended before `t`: the
+    /// condition on which PostgreSQL's trigger and Redis's `WRITE` script
+    /// announce a create to the workers of other processes. (The lease
+    /// came from a second reading of the clock before, which now and then
+    /// read a millisecond later; no test can make the clock tick between
+    /// the two readings, so this checks the lease of the one reading.)
+    #[test]
+    fn a_queued_create_takes_a_lease_that_ended_before_it_was_made() {
+        for t in [1, 1_796_526_955_000, i64::MAX] {
+            let lease = queue_terms_at(t).take_over(None);
+            assert!(lease.is_queued());
+            assert!(lease.until_ms < t, "{} at {t}", lease.until_ms);
+        }
     }
 }

@@ -21,6 +21,7 @@ use crate::runtime::detach::run_to_completion;
 use crate::runtime::engine::{Engine, InnerService};
 use crate::runtime::errors::store_failure;
 use crate::runtime::ids::new_task_id;
+use crate::runtime::queue::queue_terms_at;
 use crate::runtime::registry::{LocalTask, Reservation};
 use crate::runtime::runner::{HandlerRun, InnerFuture};
 use crate::runtime::status::TaskHandle;
@@ -389,7 +390,7 @@ impl Engine {
             Ok(record) => record,
             Err(e) => return Ok(JsonRpcResponse::error(call.id, e)),
         };
-        record.lease = Some(self.queue_terms().take_over(None));
+        record.lease = Some(queue_terms_at(record.created_at_ms).take_over(None));
         // Watched before the write: a worker may finish the task before
         // this call reads it again.
         let within = match policy {
