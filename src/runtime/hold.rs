@@ -1,5 +1,5 @@
 //! [`Hold`]: when a worker's next claim round waits for more of its slots
-//! to free (issue 33).
+//! to free, and how many claims it holds ahead of them (issue 33).
 
 use std::time::Duration;
 
@@ -52,10 +52,12 @@ const HOLD_MAX: Duration = Duration::from_millis(20);
 const SHORT_RUN_ROUNDS: u32 = 2;
 
 /// Runs shorter than this many claim rounds (and not short enough to hold
-/// rounds for) are worth claims held ahead for them (`Ready`): the round a
-/// freed slot would wait for is a tenth or more of such a run. A longer
-/// run's slot waits for a small share of it, and a claim held for it
-/// would wait up to a run that another worker might have started.
+/// rounds for) are worth claims held ahead for them (`Ready`): a freed
+/// slot waits one to two rounds for its next run, 3–6% or more of such a
+/// run (10 ms runs behind 1–2 ms rounds: 10–20%, which is what held claims
+/// won on Redis, BENCHMARKS.md). A longer run's slot waits for a smaller
+/// share of it, and a claim held for it would wait up to a run that
+/// another worker might have started.
 const AHEAD_RUN_ROUNDS: u32 = 32;
 
 impl Hold {

@@ -34,7 +34,10 @@ use crate::store::{self, ClaimQuery, QueuedClaim, TaskRecord};
 /// as soon as the handler answers or asks for input: the outcome is
 /// written while the slot runs the next task, and at most as many outcomes
 /// are written at once as the worker has slots (a handler that answers
-/// `requestState` alone, and is called again, keeps its slot).
+/// `requestState` alone, and is called again, keeps its slot). Behind a
+/// backlog of runs a few claim rounds long it holds claims ahead of its
+/// free slots, so a slot that frees starts its next run at once
+/// ([`with_claims_ahead`](Self::with_claims_ahead)).
 ///
 /// Made by [`TaskLayer::worker`](crate::TaskLayer::worker); a process may
 /// run workers and serve requests (one layer for both), or only one of
@@ -166,7 +169,8 @@ where
 
     /// How many handlers this worker runs at once (default 16, at least 1).
     /// The answers of as many more may be being written meanwhile, so a
-    /// worker holds at most twice this many tasks.
+    /// worker runs or writes at most twice this many tasks, besides the
+    /// claims it holds ahead ([`with_claims_ahead`](Self::with_claims_ahead)).
     #[must_use]
     pub fn with_concurrency(mut self, n: usize) -> Self {
         self.concurrency = n.max(1);
