@@ -11,15 +11,10 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{layer_on, server, Client, Seen};
+use common::{layer_on, server, Client, Seen, Worker};
 use mcp_task_layer::store::TaskStore;
-use mcp_task_layer::{DrainReport, Execution, MemoryStore, TaskLayer, TaskStatus};
+use mcp_task_layer::{Execution, MemoryStore, TaskLayer};
 use serde_json::json;
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
-
-/// A worker's stop signal and its drain report.
-type Worker = (oneshot::Sender<()>, JoinHandle<DrainReport>);
 
 struct Fixture {
     store: MemoryStore,
@@ -52,20 +47,8 @@ impl Fixture {
     /// A worker of one slot holding up to `ahead` claims for it, that
     /// never looks unwoken within a test.
     fn start_worker(&self, ahead: usize) -> Worker {
-        let worker = self
-            .layer
-            .worker(server(Arc::clone(&self.seen)))
-            .with_concurrency(1)
-            .with_claims_ahead(ahead)
-            .with_poll_interval(Duration::from_secs(3600));
-        let (stop, stopped) = oneshot::channel();
-        let done = tokio::spawn(worker.run(
-            async {
-                let _ = stopped.await;
-            },
-            Duration::from_secs(60),
-        ));
-        (stop, done)
+        let worker = common::worker_of(&self.layer, server(Arc::clone(&self.seen)), 1);
+        common::run_worker(worker.with_claims_ahead(ahead), Duration::from_secs(60))
     }
 
     /// Of `ids`, which are claimed (under a lease of a worker, not queued).
@@ -104,20 +87,6 @@ impl Fixture {
         (ids, worker)
     }
 
-    /// See each of `ids` end `completed`, and stop the worker: it drains
-    /// with nothing to hand back.
-    async fn finish<'a>(
-        &mut self,
-        ids: impl IntoIterator<Item = &'a String>,
-        (stop, done): Worker,
-    ) {
-        for id in ids {
-            self.front.wait_for(id, TaskStatus::Completed).await;
-        }
-        let _ = stop.send(());
-        assert_eq!(done.await.unwrap(), DrainReport::default());
-    }
-
     async fn calls(&self, n: usize) {
         let seen = Arc::clone(&self.seen);
         common::eventually(
@@ -136,7 +105,7 @@ async fn a_backlog_is_claimed_ahead_of_the_free_slots() {
     let mut f = fixture();
     let (ids, worker) = f.two_held().await;
     assert_eq!(f.seen.calls("slow"), 1, "a held claim ran without a slot");
-    f.finish(&ids, worker).await;
+    common::finish(&mut f.front, &ids, worker).await;
     assert_eq!(f.seen.calls("slow"), 4);
 }
 
@@ -149,7 +118,7 @@ async fn no_claims_are_held_ahead_when_the_worker_holds_none() {
     f.calls(1).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(f.claimed(&ids).await, [true, false, false]);
-    f.finish(&ids, worker).await;
+    common::finish(&mut f.front, &ids, worker).await;
 }
 
 /// A held claim whose task is cancelled never runs: the handler is called
@@ -159,7 +128,7 @@ async fn a_held_claim_cancelled_meanwhile_never_runs() {
     let mut f = fixture();
     let (ids, worker) = f.two_held().await;
     common::ok(&f.front.cancel(&ids[1]).await);
-    f.finish([&ids[0], &ids[2], &ids[3]], worker).await;
+    common::finish(&mut f.front, [&ids[0], &ids[2], &ids[3]], worker).await;
     assert_eq!(f.seen.calls("slow"), 3, "the cancelled task's handler ran");
     assert_eq!(f.front.get_ok(&ids[1]).await["status"], "cancelled");
 }
@@ -180,7 +149,7 @@ async fn a_drain_puts_held_claims_back_in_the_queue() {
     assert_eq!(f.seen.calls("slow"), 1, "a held claim ran in the drain");
     assert_eq!(f.claimed(&ids[1..]).await, [false, false, false]);
     let worker = f.start_worker(0);
-    f.finish(&ids, worker).await;
+    common::finish(&mut f.front, &ids, worker).await;
     assert_eq!(f.seen.calls("slow"), 4);
 }
 
@@ -206,5 +175,5 @@ async fn a_claim_held_a_heartbeat_period_goes_back_to_the_queue() {
     tokio::time::sleep(Duration::from_secs(10)).await;
     assert_eq!(f.claimed(&more).await, [false]);
     assert_eq!(f.seen.calls("slow"), 1);
-    f.finish(ids.iter().chain(&more), worker).await;
+    common::finish(&mut f.front, ids.iter().chain(&more), worker).await;
 }

@@ -13,10 +13,9 @@ use std::time::Duration;
 
 use common::{layer_on, server, Client, Seen};
 use mcp_task_layer::store::{BoxFuture, Result, TaskRecord, TaskStore};
-use mcp_task_layer::{DrainReport, Execution, MemoryStore, Recovery, TaskLayer, TaskStatus};
+use mcp_task_layer::{Execution, MemoryStore, Recovery, TaskLayer, TaskStatus};
 use serde_json::json;
-use tokio::sync::{oneshot, Semaphore};
-use tokio::task::JoinHandle;
+use tokio::sync::Semaphore;
 
 /// A `MemoryStore` whose writes of an ended task wait for a permit before
 /// they are made.
@@ -85,24 +84,16 @@ fn fixture() -> Fixture {
 
 impl Fixture {
     /// A worker of one slot that never looks unwoken within a test.
-    fn start_worker(&self) -> (oneshot::Sender<()>, JoinHandle<DrainReport>) {
+    fn start_worker(&self) -> common::Worker {
         let inner = server(Arc::clone(&self.seen));
         common::start_worker(&self.layer, inner, 1, Duration::from_secs(10))
     }
 
     /// Let every held write through, see each of `ids` end `completed`,
     /// and stop the worker: it drains with nothing to hand back.
-    async fn finish(
-        &mut self,
-        ids: &[&str],
-        (stop, done): (oneshot::Sender<()>, JoinHandle<DrainReport>),
-    ) {
+    async fn finish(&mut self, ids: &[&str], worker: common::Worker) {
         self.permits.add_permits(ids.len());
-        for id in ids {
-            self.front.wait_for(id, TaskStatus::Completed).await;
-        }
-        let _ = stop.send(());
-        assert_eq!(done.await.unwrap(), DrainReport::default());
+        common::finish(&mut self.front, ids, worker).await;
     }
 
     async fn ends_waiting(&self, n: usize) {

@@ -17,8 +17,7 @@ use common::{layer_on, server, Client, Seen};
 use mcp_task_layer::store::TaskChange;
 use mcp_task_layer::{DrainReport, Execution, MemoryStore, Recovery, TaskLayer, TaskStatus};
 use serde_json::json;
-use tokio::sync::{broadcast, oneshot};
-use tokio::task::JoinHandle;
+use tokio::sync::broadcast;
 
 /// A queued layer over a [`FedStore`] store, and its claim-round counter.
 fn fed_layer() -> (TaskLayer, Arc<AtomicUsize>) {
@@ -39,10 +38,7 @@ fn fed_layer_on(
 }
 
 /// A worker that never looks unwoken within a test (an hour's poll).
-fn start_worker(
-    layer: &TaskLayer,
-    concurrency: usize,
-) -> (oneshot::Sender<()>, JoinHandle<DrainReport>) {
+fn start_worker(layer: &TaskLayer, concurrency: usize) -> common::Worker {
     let inner = server(Arc::new(Seen::default()));
     common::start_worker(layer, inner, concurrency, Duration::from_secs(1))
 }

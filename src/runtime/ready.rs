@@ -97,15 +97,20 @@ impl Ready {
             .iter()
             .take_while(|held| held.since.elapsed() >= period)
             .count();
-        let records = self.forget(stale);
-        // Dropped: queued again by a task of its own.
-        drop(Won::new(&self.engine, records));
+        self.requeue(stale);
     }
 
     /// Put every claim held back in the queue now: how each went.
     pub(super) async fn give_back(&mut self) -> Vec<HandedBack> {
         let records = self.forget(self.held.len());
         Won::new(&self.engine, records).give_back().await
+    }
+
+    /// Put the first `n` claims held back in the queue, by a task of its
+    /// own (where a runtime is left: `Won`'s drop).
+    fn requeue(&mut self, n: usize) {
+        let records = self.forget(n);
+        drop(Won::new(&self.engine, records));
     }
 
     /// Forget the first `n` claims held here; their records.
@@ -127,8 +132,6 @@ impl Drop for Ready {
         if self.held.is_empty() {
             return;
         }
-        let records = self.forget(self.held.len());
-        // Queued again by a task of its own, where a runtime is left.
-        drop(Won::new(&self.engine, records));
+        self.requeue(self.held.len());
     }
 }

@@ -454,30 +454,40 @@ pub fn accept(field: &str, value: &str) -> Value {
     json!({ "action": "accept", "content": { field: value } })
 }
 
-/// Poll `cond` every 10 ms of (paused, auto-advancing) tokio time, for at
-/// most 60 s of it.
+/// A running worker: the sender stops it, the handle gives its drain
+/// report.
+pub type Worker = (
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<mcp_task_layer::DrainReport>,
+);
+
 /// A worker of `layer` over `inner` (such as [`server`]) with
 /// `concurrency` slots, that never looks unwoken within a test (an hour's
-/// poll) and drains with a deadline of `deadline`: the sender stops it,
-/// the handle gives its drain report.
-pub fn start_worker<S>(
+/// poll), to be set further before [`run_worker`].
+pub fn worker_of<S>(
     layer: &TaskLayer,
     inner: S,
     concurrency: usize,
-    deadline: Duration,
-) -> (
-    tokio::sync::oneshot::Sender<()>,
-    tokio::task::JoinHandle<mcp_task_layer::DrainReport>,
-)
+) -> mcp_task_layer::TaskWorker<S>
 where
     S: tower::Service<JsonRpcRequest, Response = JsonRpcResponse> + Clone + Send + 'static,
     S::Future: Send + 'static,
     S::Error: Send + 'static,
 {
-    let worker = layer
+    layer
         .worker(inner)
         .with_concurrency(concurrency)
-        .with_poll_interval(Duration::from_secs(3600));
+        .with_poll_interval(Duration::from_secs(3600))
+}
+
+/// Run `worker` until the returned sender stops it; it drains with a
+/// deadline of `deadline`.
+pub fn run_worker<S>(worker: mcp_task_layer::TaskWorker<S>, deadline: Duration) -> Worker
+where
+    S: tower::Service<JsonRpcRequest, Response = JsonRpcResponse> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+{
     let (stop, stopped) = tokio::sync::oneshot::channel();
     let done = tokio::spawn(worker.run(
         async {
@@ -488,6 +498,37 @@ where
     (stop, done)
 }
 
+/// [`worker_of`] run by [`run_worker`].
+pub fn start_worker<S>(
+    layer: &TaskLayer,
+    inner: S,
+    concurrency: usize,
+    deadline: Duration,
+) -> Worker
+where
+    S: tower::Service<JsonRpcRequest, Response = JsonRpcResponse> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+{
+    run_worker(worker_of(layer, inner, concurrency), deadline)
+}
+
+/// See each of `ids` end `completed` through `front`, then stop `worker`:
+/// it drains with nothing to hand back.
+pub async fn finish(
+    front: &mut Client,
+    ids: impl IntoIterator<Item = impl AsRef<str>>,
+    (stop, done): Worker,
+) {
+    for id in ids {
+        front.wait_for(id.as_ref(), TaskStatus::Completed).await;
+    }
+    let _ = stop.send(());
+    assert_eq!(done.await.unwrap(), mcp_task_layer::DrainReport::default());
+}
+
+/// Poll `cond` every 10 ms of (paused, auto-advancing) tokio time, for at
+/// most 60 s of it.
 pub async fn eventually(mut cond: impl FnMut() -> bool, what: &str) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     while !cond() {
