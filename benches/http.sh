@@ -20,11 +20,20 @@
 #   ORDER=abba bash benches/http.sh                   # each round: server, ceiling, ceiling, server
 #   WORKLOADS=get bash benches/http.sh                # `tasks/get` only
 #   SERVER_CPUS=0 CLIENT_CPUS=1 bash benches/http.sh  # servers on CPU 0, wrk on CPU 1 (taskset)
+#   AA=1 bash benches/http.sh                         # the ceiling against a second ceiling (A/A)
+#   ORDER=abba MIRRORS=3 DURATION=3s bash benches/http.sh  # each round: abba three times, 3 s a run
 #
 # ORDER=abba runs each side twice a round, mirrored, and takes the round's
 # ratio of the two sums: a host whose speed drifts during a round (this one
 # does, by up to 2x between runs) then weighs on both sides alike, where
 # the plain order (server, then ceiling) gives the drift to the ratio.
+#
+# MIRRORS=n (with ORDER=abba) runs the mirrored group n times a round,
+# each side's round figure the mean of its 2n runs: shorter runs, closer
+# together, for a round about as long (MIRRORS=3 DURATION=3s: twelve runs
+# of 3 s against four of 10 s), so a step in the host's speed falls on
+# both sides more evenly: its A/A rounds (AA=1) were the steadiest
+# (BENCHMARKS.md, issue 32's thirteenth pass).
 #
 # SERVER_CPUS and CLIENT_CPUS (taskset lists) keep the servers and wrk on
 # cores of their own, as a client on another machine would be: unpinned,
@@ -32,6 +41,12 @@
 # the scheduler places them, and share each core's caches. Both sides of
 # a round are pinned alike; a server's tokio runtime then sizes itself to
 # its CPUs (one worker on one CPU).
+#
+# AA=1 puts a second ceiling, answering as many bytes, where the server's
+# side of each run was: the ratios then measure the host against itself,
+# the spread any server's ratio has on it (BENCHMARKS.md, issue 32's
+# thirteenth pass). The example server still starts, for the answers'
+# sizes.
 #
 # Needs wrk (Debian: apt-get install -y wrk) and curl. Every server listens
 # on 127.0.0.1 only and is stopped at the end.
@@ -47,6 +62,8 @@ ORDER=${ORDER:-ab}
 WORKLOADS=${WORKLOADS:-get call}
 SERVER_CPUS=${SERVER_CPUS:-}
 CLIENT_CPUS=${CLIENT_CPUS:-}
+AA=${AA:-}
+MIRRORS=${MIRRORS:-1}
 
 command -v wrk >/dev/null || { echo "wrk not found: apt-get install -y wrk" >&2; exit 1; }
 # shellcheck source=http/common.sh
@@ -70,6 +87,15 @@ get_bytes=$(wc -c <"$dir/get")
 call_bytes=$(wc -c <"$dir/call")
 start ceiling_get on "$SERVER_CPUS" "$CEILING" --port $((PORT + 1)) --bytes "$get_bytes"
 start ceiling_call on "$SERVER_CPUS" "$CEILING" --port $((PORT + 2)) --bytes "$call_bytes"
+# Where each workload's server side is: the server, or (AA=1) a second ceiling.
+server_get=$PORT
+server_call=$PORT
+if [ -n "$AA" ]; then
+  start aa_get on "$SERVER_CPUS" "$CEILING" --port $((PORT + 3)) --bytes "$get_bytes"
+  start aa_call on "$SERVER_CPUS" "$CEILING" --port $((PORT + 4)) --bytes "$call_bytes"
+  server_get=$((PORT + 3))
+  server_call=$((PORT + 4))
+fi
 
 # busy CPUS: the busy and the total jiffies of those CPUs (a taskset list
 # of numbers and ranges) so far, from /proc/stat.
@@ -94,22 +120,30 @@ rate() { # port, method, name, body → requests per second
   grep -q 'Non-2xx' "$dir/wrk" && { cat "$dir/wrk" >&2; exit 1; }
   awk '/^Requests\/sec:/ {print $2}' "$dir/wrk"
 }
+mean() { awk '{t += $1} END {print t / NR}'; }
 median() { sort -g | awk '{v[NR]=$1} END {print (NR % 2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
 
-echo "wrk -t$THREADS -c$CONNS -d$DURATION, $ROUNDS rounds, order $ORDER, CPUs: servers ${SERVER_CPUS:-any}, wrk ${CLIENT_CPUS:-any}; answers: tasks/get $get_bytes bytes, tools/call $call_bytes bytes"
+echo "wrk -t$THREADS -c$CONNS -d$DURATION, $ROUNDS rounds, order $ORDER$([ "$MIRRORS" = 1 ] || echo " x$MIRRORS")${AA:+, A/A: a second ceiling on the server side}, CPUs: servers ${SERVER_CPUS:-any}, wrk ${CLIENT_CPUS:-any}; answers: tasks/get $get_bytes bytes, tools/call $call_bytes bytes"
 for round in $(seq "$ROUNDS"); do
   echo "round $round, load average $(cut -d' ' -f1-3 /proc/loadavg)"
   for workload in $WORKLOADS; do
-    if [ $workload = get ]; then args=(tasks/get "$task" "$GET_BODY"); ceiling=$((PORT + 1));
-    else args=(tools/call greet "$CALL_BODY"); ceiling=$((PORT + 2)); fi
-    s=$(rate "$PORT" "${args[@]}")
-    c=$(rate "$ceiling" "${args[@]}")
+    if [ $workload = get ]; then args=(tasks/get "$task" "$GET_BODY"); ceiling=$((PORT + 1)); server=$server_get
+    else args=(tools/call greet "$CALL_BODY"); ceiling=$((PORT + 2)); server=$server_call; fi
     if [ "$ORDER" = abba ]; then
-      c2=$(rate "$ceiling" "${args[@]}")
-      s2=$(rate "$PORT" "${args[@]}")
-      printf '  %-9s server %9.0f, %9.0f req/s  ceiling %9.0f, %9.0f req/s\n' "$workload" "$s" "$s2" "$c" "$c2"
-      s=$(echo "($s + $s2) / 2" | bc -l)
-      c=$(echo "($c + $c2) / 2" | bc -l)
+      # MIRRORS times server, ceiling, ceiling, server; each side's mean.
+      ss=() cs=()
+      for _ in $(seq "$MIRRORS"); do
+        ss+=("$(rate "$server" "${args[@]}")")
+        cs+=("$(rate "$ceiling" "${args[@]}")" "$(rate "$ceiling" "${args[@]}")")
+        ss+=("$(rate "$server" "${args[@]}")")
+      done
+      printf '  %-9s server' "$workload"; printf ' %9.0f' "${ss[@]}"
+      printf '  ceiling'; printf ' %9.0f' "${cs[@]}"; echo ' req/s'
+      s=$(printf '%s\n' "${ss[@]}" | mean)
+      c=$(printf '%s\n' "${cs[@]}" | mean)
+    else
+      s=$(rate "$server" "${args[@]}")
+      c=$(rate "$ceiling" "${args[@]}")
     fi
     echo "$s" >>"$dir/$workload.server"
     echo "$c" >>"$dir/$workload.ceiling"
