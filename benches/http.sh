@@ -22,7 +22,6 @@
 #   SERVER_CPUS=0 CLIENT_CPUS=1 bash benches/http.sh  # servers on CPU 0, wrk on CPU 1 (taskset)
 #   AA=1 bash benches/http.sh                         # the ceiling against a second ceiling (A/A)
 #   ORDER=abba MIRRORS=3 DURATION=3s bash benches/http.sh  # each round: abba three times, 3 s a run
-#   ORDER=together bash benches/http.sh               # each round: both sides at once, a wrk each
 #
 # ORDER=abba runs each side twice a round, mirrored, and takes the round's
 # ratio of the two sums: a host whose speed drifts during a round (this one
@@ -35,15 +34,6 @@
 # of 3 s against four of 10 s), so a step in the host's speed falls on
 # both sides more evenly: its A/A rounds (AA=1) were the steadiest
 # (BENCHMARKS.md, issue 32's thirteenth pass).
-#
-# ORDER=together runs both sides at the same time, each under a wrk of
-# its own (THREADS and CONNS each), MIRRORS times a round: a change of the
-# host's speed then falls on both sides at once, not on one side of an
-# alternation. The two sides share the cores (four wrk threads and both
-# servers' workers on two), so the figures are each about half an
-# alternating run's, and the ratio is one of the cost of a request under
-# that contention, not of a server alone on the host (BENCHMARKS.md,
-# issue 32's fourteenth pass).
 #
 # SERVER_CPUS and CLIENT_CPUS (taskset lists) keep the servers and wrk on
 # cores of their own, as a client on another machine would be: unpinned,
@@ -123,12 +113,12 @@ rate() { # port, method, name, body → requests per second
   local s0 w0
   if [ -n "$SERVER_CPUS" ] && [ -n "$CLIENT_CPUS" ]; then s0=$(busy "$SERVER_CPUS"); w0=$(busy "$CLIENT_CPUS"); fi
   (MCP_METHOD=$2 MCP_NAME=$3 BODY=$4 on "$CLIENT_CPUS" wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" \
-    -s benches/http/mcp.lua "http://127.0.0.1:$1/mcp") >"$dir/wrk.$1"
+    -s benches/http/mcp.lua "http://127.0.0.1:$1/mcp") >"$dir/wrk"
   if [ -n "${s0:-}" ]; then
     printf ' %s/%s' "$(percent "$s0" "$(busy "$SERVER_CPUS")")" "$(percent "$w0" "$(busy "$CLIENT_CPUS")")" >>"$dir/busy"
   fi
-  grep -q 'Non-2xx' "$dir/wrk.$1" && { cat "$dir/wrk.$1" >&2; exit 1; }
-  awk '/^Requests\/sec:/ {print $2}' "$dir/wrk.$1"
+  grep -q 'Non-2xx' "$dir/wrk" && { cat "$dir/wrk" >&2; exit 1; }
+  awk '/^Requests\/sec:/ {print $2}' "$dir/wrk"
 }
 mean() { awk '{t += $1} END {print t / NR}'; }
 median() { sort -g | awk '{v[NR]=$1} END {print (NR % 2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
@@ -139,23 +129,7 @@ for round in $(seq "$ROUNDS"); do
   for workload in $WORKLOADS; do
     if [ $workload = get ]; then args=(tasks/get "$task" "$GET_BODY"); ceiling=$((PORT + 1)); server=$server_get
     else args=(tools/call greet "$CALL_BODY"); ceiling=$((PORT + 2)); server=$server_call; fi
-    if [ "$ORDER" = together ]; then
-      # MIRRORS times both at once; each side's mean.
-      ss=() cs=()
-      for _ in $(seq "$MIRRORS"); do
-        rate "$server" "${args[@]}" >"$dir/together.s" &
-        sp=$!
-        rate "$ceiling" "${args[@]}" >"$dir/together.c" &
-        wait "$sp" $!
-        ss+=("$(cat "$dir/together.s")")
-        cs+=("$(cat "$dir/together.c")")
-        [ -n "${ss[-1]}" ] && [ -n "${cs[-1]}" ] || { echo "a wrk run failed" >&2; exit 1; }
-      done
-      printf '  %-9s server' "$workload"; printf ' %9.0f' "${ss[@]}"
-      printf '  ceiling'; printf ' %9.0f' "${cs[@]}"; echo ' req/s'
-      s=$(printf '%s\n' "${ss[@]}" | mean)
-      c=$(printf '%s\n' "${cs[@]}" | mean)
-    elif [ "$ORDER" = abba ]; then
+    if [ "$ORDER" = abba ]; then
       # MIRRORS times server, ceiling, ceiling, server; each side's mean.
       ss=() cs=()
       for _ in $(seq "$MIRRORS"); do
