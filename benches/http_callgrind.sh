@@ -13,6 +13,8 @@
 #   KEEP=/tmp/cg/run bash benches/http_callgrind.sh # keeps each dump for callgrind_annotate
 #   CACHE=1 bash benches/http_callgrind.sh          # also the instruction-cache misses and the
 #                                                   # code footprint per request (benches/http/footprint.py)
+#   CACHE=1 I1=65536,4,64 bash benches/http_callgrind.sh  # misses in another first-level
+#                                                   # instruction cache (size,ways,line) than this host's
 #
 # With CACHE=1 callgrind simulates the host's caches (`--cache-sim=yes`,
 # `--dump-instr=yes`): the instruction count is the same, the run slower.
@@ -28,7 +30,7 @@ scratch
 START_TENTHS=600 # valgrind starts slowly
 
 run() { # binary args... under callgrind, waits for "listening"
-  start log valgrind --tool=callgrind ${CACHE:+--cache-sim=yes --dump-instr=yes} \
+  start log valgrind --tool=callgrind ${CACHE:+--cache-sim=yes --dump-instr=yes} ${I1:+--I1=$I1} \
     --callgrind-out-file="$dir/cg.%p" "$@"
 }
 stop() {
