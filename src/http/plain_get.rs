@@ -119,8 +119,9 @@ fn is_plain(b: u8) -> bool {
 
 /// The length of the plain bytes `bytes` begins with, if a byte that is
 /// not follows them. Eight bytes at a time: a task id is read on every
-/// poll, and one at a time its 32 bytes cost ~250 instructions a request
-/// (issue 32, BENCHMARKS.md's fourteenth pass).
+/// poll, and read one byte at a time, its 32 bytes and the version's 10
+/// cost ~350 instructions more a request (issue 32, BENCHMARKS.md's
+/// fourteenth pass).
 fn plain_len(bytes: &[u8]) -> Option<usize> {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGHS: u64 = 0x8080_8080_8080_8080;
