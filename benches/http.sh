@@ -22,6 +22,7 @@
 #   SERVER_CPUS=0 CLIENT_CPUS=1 bash benches/http.sh  # servers on CPU 0, wrk on CPU 1 (taskset)
 #   AA=1 bash benches/http.sh                         # the ceiling against a second ceiling (A/A)
 #   ORDER=abba MIRRORS=3 DURATION=3s bash benches/http.sh  # each round: abba three times, 3 s a run
+#   ORDER=abba MIRRORS=5 DURATION=2s ROUNDS=5 WORKLOADS=get bash benches/http.sh  # issue 32's goal
 #
 # ORDER=abba runs each side twice a round, mirrored, and takes the round's
 # ratio of the two sums: a host whose speed drifts during a round (this one
@@ -32,8 +33,10 @@
 # each side's round figure the mean of its 2n runs: shorter runs, closer
 # together, for a round about as long (MIRRORS=3 DURATION=3s: twelve runs
 # of 3 s against four of 10 s), so a step in the host's speed falls on
-# both sides more evenly: its A/A rounds (AA=1) were the steadiest
-# (BENCHMARKS.md, issue 32's thirteenth pass).
+# both sides more evenly. The A/A rounds (AA=1) of MIRRORS=5 DURATION=2s
+# were the steadiest of every method tried, 0.95-1.03 (BENCHMARKS.md,
+# issue 32's thirteenth and fourteenth passes): the method to judge a
+# round by.
 #
 # SERVER_CPUS and CLIENT_CPUS (taskset lists) keep the servers and wrk on
 # cores of their own, as a client on another machine would be: unpinned,
