@@ -122,6 +122,7 @@ mod stdio;
 pub mod store;
 #[cfg(feature = "gateway")]
 mod upstream;
+mod words;
 
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]

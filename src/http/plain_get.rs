@@ -123,11 +123,7 @@ fn is_plain(b: u8) -> bool {
 /// cost ~350 instructions more a request (issue 32, BENCHMARKS.md's
 /// fourteenth pass).
 fn plain_len(bytes: &[u8]) -> Option<usize> {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGHS: u64 = 0x8080_8080_8080_8080;
-    // The high bit of each byte below `n` (n <= 128), and maybe of bytes
-    // above such a byte (a borrow): the lowest one set is always right.
-    let below = |x: u64, n: u64| x.wrapping_sub(ONES * n) & !x & HIGHS;
+    use crate::words::{below, equal, from_del};
     let mut words = bytes.chunks_exact(8);
     let mut at = 0;
     for word in &mut words {
@@ -135,14 +131,9 @@ fn plain_len(bytes: &[u8]) -> Option<usize> {
             break;
         };
         let x = u64::from_le_bytes(word);
-        // Below `!`; `~` + 1 or above (a carry out of 0xff goes only to
-        // bytes above one flagged already); `"`; `\`.
-        let odd = below(x, u64::from(b'!'))
-            | ((x.wrapping_add(ONES) | x) & HIGHS)
-            | below(x ^ (ONES * u64::from(b'"')), 1)
-            | below(x ^ (ONES * u64::from(b'\\')), 1);
+        let odd = below(x, b'!') | from_del(x) | equal(x, b'"') | equal(x, b'\\');
         if odd != 0 {
-            // Little-endian: the first byte is the lowest.
+            // The lowest bit set is the first such byte (little-endian).
             return Some(at + (odd.trailing_zeros() / 8) as usize);
         }
         at += 8;

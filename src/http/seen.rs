@@ -10,8 +10,7 @@ use super::sse::lists_event_stream;
 /// 32 to 126, and tabs), eight bytes at a time: a word without a byte
 /// below 32 or above 126 needs no look at its bytes.
 pub(super) fn readable(bytes: &[u8]) -> bool {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGH: u64 = 0x8080_8080_8080_8080;
+    use crate::words::{below, from_del};
     let byte_ok = |b: &u8| (32..127).contains(b) || *b == b'\t';
     let mut words = bytes.chunks_exact(8);
     for word in &mut words {
@@ -21,7 +20,7 @@ pub(super) fn readable(bytes: &[u8]) -> bool {
         let x = u64::from_le_bytes(word8);
         // The high bit of some byte is set when one is below 32, or above
         // 126 (no false alarm when there is none; tabs are looked at).
-        let odd = (x.wrapping_sub(ONES * 32) & !x | (x.wrapping_add(ONES) | x)) & HIGH;
+        let odd = below(x, 32) | from_del(x);
         if odd != 0 && !word.iter().all(byte_ok) {
             return false;
         }

@@ -107,19 +107,12 @@ pub(crate) fn write_json_str(out: &mut String, s: &str) {
 }
 
 fn needs_escaping(bytes: &[u8]) -> bool {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGHS: u64 = 0x8080_8080_8080_8080;
-    // Nonzero iff some byte of `x` is below `n` (n <= 128).
-    let below = |x: u64, n: u64| x.wrapping_sub(ONES * n) & !x & HIGHS;
+    use crate::words::{below, equal};
     let mut chunks = bytes.chunks_exact(8);
     for chunk in &mut chunks {
         // `chunks_exact(8)` only yields 8-byte chunks.
         let x = u64::from_le_bytes(<[u8; 8]>::try_from(chunk).unwrap_or([b'"'; 8]));
-        if below(x, 0x20)
-            | below(x ^ (ONES * u64::from(b'"')), 1)
-            | below(x ^ (ONES * u64::from(b'\\')), 1)
-            != 0
-        {
+        if below(x, 0x20) | equal(x, b'"') | equal(x, b'\\') != 0 {
             return true;
         }
     }
