@@ -229,18 +229,21 @@ async fn the_direct_tasks_get_answers_as_the_service_does() {
     let sse = "accept: application/json, text/event-stream\r\n";
     let mut answers = Vec::new();
     for caller in [Some("alice"), Some("bob"), None] {
-        for task in [modern.as_str(), legacy.as_str(), "no-such-task"] {
+        // An empty task id is a string the direct path reads too.
+        for task in [modern.as_str(), legacy.as_str(), "no-such-task", ""] {
             // 2026-07-28, as a conforming client sends it, with a number
-            // id and a string one, and accepting a stream.
+            // id, a string one and an empty one, and accepting a stream.
             let headers = modern_headers("tasks/get", task, caller);
             answers.push(same_answer(&servers, &headers, &get("4", task)).await);
             answers.push(same_answer(&servers, &headers, &get(r#""a\"b""#, task)).await);
+            answers.push(same_answer(&servers, &headers, &get(r#""""#, task)).await);
             let headers = format!("{headers}{sse}");
             answers.push(same_answer(&servers, &headers, &get("5", task)).await);
             // 2025-11-25.
             let headers = user(caller);
             answers.push(same_answer(&servers, &headers, &old("6", task)).await);
             answers.push(same_answer(&servers, &headers, &old(r#""x""#, task)).await);
+            answers.push(same_answer(&servers, &headers, &old(r#""""#, task)).await);
             answers.push(same_answer(&servers, &headers, &method_first("7", task)).await);
         }
     }
