@@ -53,6 +53,7 @@ pub(crate) fn spawn(
                 () = &mut closed => None,
             };
             let Some(mut message) = message else { break };
+            one_line(&mut message);
             message.push(b'\n');
             if stdin.write_all(&message).await.is_err() || stdin.flush().await.is_err() {
                 break;
@@ -89,6 +90,22 @@ pub(crate) fn spawn(
     Ok(link)
 }
 
+/// `message` (JSON) on one line: each line break becomes a space. In JSON
+/// text a line break can only be whitespace between tokens (a string
+/// escapes its own), so the message means the same; a client's params
+/// copied as written (`\n` or `\r` between tokens) can then neither cut
+/// its request short nor hide a message of its own on the next line.
+fn one_line(message: &mut [u8]) {
+    if memchr::memchr2(b'\n', b'\r', message).is_none() {
+        return;
+    }
+    for byte in message {
+        if matches!(byte, b'\n' | b'\r') {
+            *byte = b' ';
+        }
+    }
+}
+
 /// Kill the child if it still runs and say how it ended.
 async fn ended(child: &mut Child, why: String) -> String {
     let status = match child.try_wait() {
@@ -107,5 +124,24 @@ async fn ended(child: &mut Child, why: String) -> String {
     match status {
         Some(status) => format!("the upstream process exited ({status})"),
         None => why,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::one_line;
+
+    #[test]
+    fn a_message_with_line_breaks_between_its_tokens_is_one_line_meaning_the_same() {
+        let text = "{\"a\":\r\n[1,\n2],\"b\":\"x\\ny\"}\r";
+        let mut message = text.as_bytes().to_vec();
+        one_line(&mut message);
+        assert!(!message.contains(&b'\n') && !message.contains(&b'\r'));
+        let read: serde_json::Value = serde_json::from_slice(&message).unwrap();
+        let meant: serde_json::Value = serde_json::from_str(text).unwrap();
+        assert_eq!(read, meant);
+        let mut plain = b"{\"a\":1}".to_vec();
+        one_line(&mut plain);
+        assert_eq!(plain, b"{\"a\":1}");
     }
 }

@@ -14,6 +14,7 @@ mod cancels;
 mod common;
 mod everything;
 mod fake;
+mod framing;
 mod harness;
 mod http;
 mod lanes;
