@@ -214,7 +214,20 @@ impl Wire {
                 () = link.closed() => return,
             };
             match read {
-                Ok(bytes) => self.deliver(&link, &bytes.to_bytes(), Some(id), initialize),
+                Ok(bytes) => {
+                    self.deliver(&link, &bytes.to_bytes(), Some(id), initialize);
+                    // A body that was not the answer (empty, not JSON,
+                    // another id): no other is coming for this request.
+                    if link.waits_for(id) {
+                        self.fail(
+                            &link,
+                            id,
+                            &format!(
+                                "the upstream's HTTP {status} answer held no answer to the request"
+                            ),
+                        );
+                    }
+                }
                 Err(e) => self.fail(
                     &link,
                     id,
@@ -257,9 +270,17 @@ impl Wire {
             let wait = Duration::from_millis(decoder.retry_ms().unwrap_or(0)).min(MAX_RETRY);
             tokio::select! {
                 () = tokio::time::sleep(wait) => {}
+                () = abandoned.cancelled() => return,
                 () = link.closed() => return,
             }
-            body = match self.resume(&last).await {
+            // The resumed stream's headers are waited for as the first
+            // answer's were: while someone waits, and the link lives.
+            let resumed = tokio::select! {
+                resumed = self.resume(&last) => resumed,
+                () = abandoned.cancelled() => return,
+                () = link.closed() => return,
+            };
+            body = match resumed {
                 Ok(body) => body,
                 Err(e) => {
                     let why = format!("{why}; resuming after event {last:?} failed: {e}");

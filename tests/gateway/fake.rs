@@ -42,12 +42,16 @@ pub(crate) struct Fake {
     initialized: AtomicBool,
     /// Requests other than `initialize` and `ping` that came before.
     pub(crate) early: AtomicUsize,
+    /// Resuming `GET`s (with `Last-Event-ID`) still open, no headers sent.
+    pub(crate) resumes: AtomicUsize,
 }
 
 /// A bare HTTP/1.1 MCP upstream, one request at a time per connection. It
 /// answers `tools/call` of `hang` with an SSE stream it never ends or
 /// writes to, as the TypeScript SDK leaves the stream of a request it was
 /// told to cancel, and `resources/subscribe` likewise (it never answers).
+/// `blank` is taken (HTTP 202) with no answer; `cut`'s stream gives one
+/// event with an id and ends, and a `GET` resuming it never gets headers.
 /// Its first `GET` stream ends at once (as a proxy closing
 /// an idle stream would); the next says `notifications/tools/list_changed`
 /// and its tools are `second` from then on (`first` before).
@@ -93,6 +97,13 @@ async fn serve_fake(conn: tokio::net::TcpStream, fake: Arc<Fake>) {
         }
         let mut body = vec![0; length];
         if conn.read_exact(&mut body).await.is_err() {
+            return;
+        }
+        if head.starts_with("GET") && head.to_ascii_lowercase().contains("last-event-id:") {
+            // A resumed stream's headers never come.
+            fake.resumes.fetch_add(1, Ordering::SeqCst);
+            let _ = conn.read_to_end(&mut Vec::new()).await;
+            fake.resumes.fetch_sub(1, Ordering::SeqCst);
             return;
         }
         if head.starts_with("GET") {
@@ -178,6 +189,8 @@ async fn serve_fake(conn: tokio::net::TcpStream, fake: Arc<Fake>) {
                     { "name": "hang", "inputSchema": { "type": "object" } },
                     { "name": "silent", "inputSchema": { "type": "object" } },
                     { "name": "linger", "inputSchema": { "type": "object" } },
+                    { "name": "blank", "inputSchema": { "type": "object" } },
+                    { "name": "cut", "inputSchema": { "type": "object" } },
                     { "name": name, "inputSchema": { "type": "object" } }
                 ] })
             }
@@ -187,6 +200,21 @@ async fn serve_fake(conn: tokio::net::TcpStream, fake: Arc<Fake>) {
                 let _ = conn.read_to_end(&mut Vec::new()).await;
                 fake.silent.fetch_sub(1, Ordering::SeqCst);
                 return;
+            }
+            "tools/call" if msg["params"]["name"] == "blank" => {
+                // Taken, with no answer in the body.
+                let _ = conn
+                    .write_all(b"HTTP/1.1 202 Accepted\r\ncontent-length: 0\r\n\r\n")
+                    .await;
+                continue;
+            }
+            "tools/call" if msg["params"]["name"] == "cut" => {
+                // One event with an id, then the stream ends unanswered.
+                let event = "id: e1\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"level\":\"info\",\"data\":\"cut\"}}\n\n";
+                let chunk = format!("{:x}\r\n{event}\r\n0\r\n\r\n", event.len());
+                let _ = conn.write_all(SSE).await;
+                let _ = conn.write_all(chunk.as_bytes()).await;
+                continue;
             }
             "tools/call" if msg["params"]["name"] == "linger" => {
                 // The answer on its stream, which then stays open.

@@ -4,7 +4,7 @@
 //! of the call that asked it, so calls asking at once are told apart.
 
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,7 +13,7 @@ use mcp_task_layer::TaskPolicy;
 use serde_json::json;
 
 use crate::common;
-use crate::fake::fake_upstream;
+use crate::fake::{fake_upstream, Fake};
 use crate::harness::{event, events_file, text, Gateway};
 
 /// An upstream process, killed (and continued first, if stopped) when the
@@ -389,30 +389,34 @@ async fn a_question_on_the_sessions_stream_reaches_no_clients_call() {
 /// cancelled call.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_call_waiting_for_the_upstreams_headers_lets_go() {
+    cancelling_lets_go("silent", |fake| &fake.silent).await;
+}
+
+/// A task of `tool` on the fake upstream holds one of `open` until it is
+/// cancelled, and none after.
+async fn cancelling_lets_go(tool: &str, open: fn(&Fake) -> &AtomicUsize) {
     let (up, fake) = fake_upstream().await;
-    let gw = Gateway::start(up, &[("silent", TaskPolicy::Task)]).await;
-    let r = gw.call("silent", json!({})).await;
+    let gw = Gateway::start(up, &[(tool, TaskPolicy::Task)]).await;
+    let r = gw.call(tool, json!({})).await;
     let task = r["taskId"].as_str().unwrap().to_owned();
-    let open = |want: usize| {
+    let settles = |want: usize| {
         let fake = Arc::clone(&fake);
         async move {
             // Bounded: 10 s.
             for _ in 0..200 {
-                if fake.silent.load(Ordering::SeqCst) == want {
+                if open(&fake).load(Ordering::SeqCst) == want {
                     return;
                 }
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
-            panic!(
-                "{} silent calls open, not {want}",
-                fake.silent.load(Ordering::SeqCst)
-            );
+            let now = open(&fake).load(Ordering::SeqCst);
+            panic!("{tool}: {now} open, not {want}");
         }
     };
-    open(1).await;
+    settles(1).await;
     gw.send26("tasks/cancel", json!({ "taskId": task }), true)
         .await;
-    open(0).await;
+    settles(0).await;
 }
 
 /// The upstream has taken `notifications/initialized` before any request
@@ -454,4 +458,35 @@ async fn an_answer_stream_the_upstream_keeps_open_is_let_go_after_the_answer() {
         0,
         "answer streams still open"
     );
+}
+
+/// An upstream that takes a call (HTTP 202) with no answer in the body:
+/// the call fails at once, saying so. Before, it waited for an answer that
+/// no stream was left to bring, for as long as its caller did.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_body_without_the_answer_fails_the_call() {
+    let (up, _fake) = fake_upstream().await;
+    let gw = Gateway::start(up, &[("blank", TaskPolicy::Sync)]).await;
+    let r = tokio::time::timeout(
+        Duration::from_secs(10),
+        gw.send26(
+            "tools/call",
+            json!({ "name": "blank", "arguments": {} }),
+            true,
+        ),
+    )
+    .await
+    .expect("the call is answered");
+    let r = serde_json::to_value(&r).unwrap();
+    let failed = r.to_string();
+    assert!(failed.contains("held no answer to the request"), "{failed}");
+}
+
+/// A call's stream ends before its answer and the upstream never sends
+/// the headers of the `GET` that resumes it: once the call is cancelled,
+/// that `GET` is let go. Before, it was waited for as long as the
+/// connection lived.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_calls_resuming_get_is_let_go() {
+    cancelling_lets_go("cut", |fake| &fake.resumes).await;
 }
