@@ -101,6 +101,11 @@ impl UpstreamCall {
         self.link.serial
     }
 
+    /// Whether that connection is over.
+    pub(crate) fn link_closed(&self) -> bool {
+        self.link.is_closed()
+    }
+
     /// Run until the upstream answers, asks, or `cancel` fires (then the
     /// upstream is told and the step is an error).
     pub(crate) async fn step(

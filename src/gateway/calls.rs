@@ -83,6 +83,10 @@ impl ParkedTable {
     fn remove(&mut self, key: &str) -> Option<Parked> {
         let parked = self.by_key.remove(key)?;
         self.leaving(&parked);
+        // Not looked at again by a task's end: gone.
+        if let Some(at) = self.unbound.iter().position(|k| k == key) {
+            self.unbound.swap_remove(at);
+        }
         if let Some(task) = parked.handle.as_ref().and_then(TaskHandle::id) {
             if self.by_task.get(task).is_some_and(|k| k == key) {
                 self.by_task.remove(task);
@@ -197,6 +201,13 @@ impl Calls {
         let left = CancellationToken::new();
         {
             let mut parked = lock(&self.parked);
+            // Under the table's lock: a link closed later takes its
+            // parked calls out (`link_over`); one closed before takes none.
+            if call.link_closed() {
+                return Err(JsonRpcError::internal(
+                    "the upstream connection ended while the call asked its questions",
+                ));
+            }
             if let Some(refusal) = parked.refuse(owner.as_ref(), self.limits) {
                 return Err(refusal);
             }
@@ -461,117 +472,5 @@ impl InboundSink for Calls {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Over Streamable HTTP one link carries every client's calls: what the
-    /// upstream sends on the answer stream of a call that has ended (client
-    /// A cancelled it) never goes to the one other call on the link
-    /// (client B's). Before, it went to B: A's question and its parameters
-    /// into B's task, A's log onto B's stream.
-    #[tokio::test]
-    async fn a_message_for_an_ended_call_never_reaches_another_call() {
-        let notices = Notices::default();
-        let mut heard = notices.subscribe();
-        let calls = Calls::new(
-            ParkLimits {
-                ttl: Duration::from_secs(60),
-                max: 10,
-                per_owner: 10,
-            },
-            notices,
-        );
-        let (out, mut sent) = mpsc::channel(8);
-        let link = Link::new(1, out);
-        let (a, b) = (5, 7);
-        let a_events = calls.register(1, a);
-        drop(a_events);
-        calls.unregister(1, a);
-        let mut b_events = calls.register(1, b);
-
-        let ask = json!({ "message": "A's secret question", "requestedSchema": {} });
-        calls.inbound(
-            &link,
-            Inbound::Request {
-                id: json!(99),
-                method: "elicitation/create".into(),
-                params: ask,
-                related: Some(a),
-            },
-        );
-        calls.inbound(
-            &link,
-            Inbound::Notification {
-                method: LOG_MESSAGE.into(),
-                params: json!({ "level": "info", "data": "A's log" }),
-                related: Some(a),
-            },
-        );
-        assert!(b_events.try_recv().is_err(), "nothing of A's reaches B");
-        assert!(heard.try_recv().is_err(), "nor every listening client");
-        let refused: serde_json::Value = serde_json::from_slice(&sent.try_recv().unwrap()).unwrap();
-        assert_eq!(refused["id"], 99);
-        assert_eq!(
-            refused["error"],
-            serde_json::to_value(call_ended()).unwrap()
-        );
-
-        // B's own question still reaches B.
-        calls.inbound(
-            &link,
-            Inbound::Request {
-                id: json!(100),
-                method: "elicitation/create".into(),
-                params: json!({}),
-                related: Some(b),
-            },
-        );
-        assert!(matches!(b_events.try_recv(), Ok(CallEvent::Ask { .. })));
-    }
-
-    /// A parked call's timer ends when the call leaves the table (here,
-    /// answered): before, each park left a task sleeping out the whole
-    /// TTL (24 h by default) after its call had gone on, one more for
-    /// every round of questions.
-    #[tokio::test(flavor = "current_thread")]
-    async fn a_call_that_leaves_the_table_takes_its_timer_with_it() {
-        let calls = Calls::new(
-            ParkLimits {
-                ttl: Duration::from_secs(3_600),
-                max: 10,
-                per_owner: 10,
-            },
-            Notices::default(),
-        );
-        let (out, _sent) = mpsc::channel(8);
-        let link = Link::new(1, out);
-        let alive = || {
-            tokio::runtime::Handle::current()
-                .metrics()
-                .num_alive_tasks()
-        };
-        let before = alive();
-        for round in 0..3 {
-            let events = calls.register(1, round);
-            let registry = Arc::clone(&calls) as Arc<dyn Registry>;
-            let call = UpstreamCall::start(registry, events, &link, None, round, "{}".into());
-            let key = format!("k{round}");
-            calls
-                .park(call, Some("alice".into()), None, key.clone(), "tools/call")
-                .unwrap();
-            assert_eq!(alive(), before + 1, "its timer");
-            let call = calls
-                .unpark(&key, Some("alice"), "tools/call")
-                .expect("parked");
-            // Bounded: the timer sees its token at its next poll.
-            for _ in 0..10 {
-                if alive() == before {
-                    break;
-                }
-                tokio::task::yield_now().await;
-            }
-            assert_eq!(alive(), before, "round {round}: no timer left");
-            drop(call);
-        }
-    }
-}
+#[path = "calls_tests.rs"]
+mod tests;
