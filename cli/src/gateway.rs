@@ -34,7 +34,8 @@ pub(crate) struct Args {
         long,
         value_name = "URL",
         default_value = "memory",
-        env = "MCP_TASKS_STORE"
+        env = "MCP_TASKS_STORE",
+        hide_env_values = true
     )]
     store: String,
     /// The policy of tools without one of their own: sync, task or auto:MS.

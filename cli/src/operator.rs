@@ -17,7 +17,14 @@ use serde_json::{json, Map, Value};
 #[derive(Debug, clap::Args)]
 pub(crate) struct Store {
     /// The task store: sqlite:PATH, postgres://..., redis://...
-    #[arg(long, value_name = "URL", env = "MCP_TASKS_STORE")]
+    /// (`--help` names the variable, never its value: it may hold a
+    /// password.)
+    #[arg(
+        long,
+        value_name = "URL",
+        env = "MCP_TASKS_STORE",
+        hide_env_values = true
+    )]
     store: String,
     /// Open sealed tasks with the keys in PATH (lines KEY_ID:HEX); without
     /// it their arguments, answers and results show as sealed.

@@ -265,6 +265,31 @@ fn a_bad_command_line_or_store_is_one_line_and_a_non_zero_exit() {
     );
 }
 
+/// `--help` names `MCP_TASKS_STORE` and never shows its value, which may
+/// hold the store's password.
+#[test]
+fn help_never_shows_the_stores_password() {
+    for command in [
+        "gateway",
+        "list",
+        "show",
+        "cancel",
+        "purge",
+        "stats",
+        "dashboard",
+    ] {
+        let out = Command::new(BIN)
+            .args([command, "--help"])
+            .env("MCP_TASKS_STORE", "postgres://ops:hunter2@127.0.0.1/tasks")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{command} --help");
+        let help = String::from_utf8_lossy(&out.stdout);
+        assert!(help.contains("MCP_TASKS_STORE"), "{command}: {help}");
+        assert!(!help.contains("hunter2"), "{command}: {help}");
+    }
+}
+
 /// The parked-call flags reach the gateway. With one waiting call a
 /// client, alice's second task that asks a question fails while bob's
 /// waits; with a two-second wait, alice's first call is given up and a
