@@ -7,7 +7,9 @@
 //! out. A read-only token's holder can sign no full session: that key is
 //! the full token's.
 //! Signing out clears the cookie and ends the session on the process that
-//! saw it, until the session would have ended anyway (bounded in number).
+//! saw it, until the session would have ended anyway (bounded in number:
+//! past the bound, every session ending no later than the one forgotten
+//! ends with it, so a signed-out session never comes back).
 
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
@@ -25,7 +27,7 @@ pub(crate) const COOKIE: &str = "mcp_tasks_dashboard";
 const SESSION_TTL: Duration = Duration::from_secs(12 * 3600);
 
 /// The most signed-out sessions remembered; the one ending first goes
-/// first.
+/// first, and every session ending no later with it.
 const MAX_ENDED: usize = 4096;
 
 /// One signed-in browser.
@@ -49,8 +51,17 @@ struct Signed<'v> {
 pub(crate) struct Sessions {
     full: Option<[u8; 32]>,
     read_only: Option<[u8; 32]>,
+    ended: Mutex<Ended>,
+}
+
+/// The sessions signed out here.
+#[derive(Default)]
+struct Ended {
     /// Nonce → the end of its session (Unix seconds).
-    ended: Mutex<HashMap<String, u64>>,
+    by_nonce: HashMap<String, u64>,
+    /// Every session ending at or before this (Unix seconds) is over: the
+    /// end of the latest signed-out session forgotten for room.
+    through: u64,
 }
 
 impl std::fmt::Debug for Sessions {
@@ -131,7 +142,7 @@ impl Sessions {
             .ok()?;
         let ends: u64 = parts.next()?.parse().ok()?;
         let nonce = parts.next()?;
-        if now >= ends || parts.next().is_some() || self.was_ended(nonce) {
+        if now >= ends || parts.next().is_some() || self.was_ended(nonce, ends) {
             return None;
         }
         Some(Signed { role, ends, nonce })
@@ -144,22 +155,26 @@ impl Sessions {
             return;
         };
         let mut ended = self.ended.lock().unwrap_or_else(PoisonError::into_inner);
-        ended.retain(|_, end| *end > now);
-        if ended.len() >= MAX_ENDED {
+        ended.by_nonce.retain(|_, end| *end > now);
+        if ended.by_nonce.len() >= MAX_ENDED {
             let first = ended
+                .by_nonce
                 .iter()
                 .min_by_key(|(_, end)| **end)
-                .map(|(n, _)| n.clone());
-            if let Some(first) = first {
-                ended.remove(&first);
+                .map(|(n, end)| (n.clone(), *end));
+            if let Some((first, end)) = first {
+                ended.by_nonce.remove(&first);
+                // Forgotten, yet still over: with every session ending no
+                // later (their holders sign in again).
+                ended.through = ended.through.max(end);
             }
         }
-        ended.insert(live.nonce.to_owned(), live.ends);
+        ended.by_nonce.insert(live.nonce.to_owned(), live.ends);
     }
 
-    fn was_ended(&self, nonce: &str) -> bool {
+    fn was_ended(&self, nonce: &str, ends: u64) -> bool {
         let ended = self.ended.lock().unwrap_or_else(PoisonError::into_inner);
-        ended.contains_key(nonce)
+        ends <= ended.through || ended.by_nonce.contains_key(nonce)
     }
 
     /// The MAC of `data` for `purpose` (the two never sign each other's)
@@ -241,6 +256,25 @@ mod tests {
         );
         sessions.end(&value);
         assert!(sessions.get(&value).is_none());
+    }
+
+    /// A session signed out (a stolen cookie, say) stays out when more
+    /// sign-outs than are remembered come after it: forgetting it ends
+    /// every session ending no later. Before, it was simply forgotten, and
+    /// its cookie accepted again. A session ending later is untouched.
+    #[test]
+    fn a_signed_out_session_never_comes_back_when_many_more_sign_out() {
+        let sessions = Sessions::new(&access("full-token-0123456789"));
+        let stolen = sessions.start_at(Role::Full, now_secs() - 10).unwrap();
+        assert!(sessions.get(&stolen).is_some());
+        sessions.end(&stolen);
+        for _ in 0..MAX_ENDED {
+            let value = sessions.start(Role::ReadOnly).unwrap();
+            sessions.end(&value);
+        }
+        assert!(sessions.get(&stolen).is_none(), "signed out for good");
+        let fresh = sessions.start(Role::Full).unwrap();
+        assert!(sessions.get(&fresh).is_some());
     }
 
     /// Another process with the same tokens accepts the cookie and gives it
