@@ -2,7 +2,8 @@
 //! most [`WALK_BUDGET`] records for one page and says where it stopped; a
 //! store with an index of the filter answers at once. Either way, following
 //! the pages finds every match exactly once, newest first, and a page
-//! whose walk stopped holds fewer tasks than asked for.
+//! whose walk stopped holds fewer tasks than asked for. A walk ends where
+//! the query's span of creation times ends.
 
 use serde_json::json;
 
@@ -52,5 +53,25 @@ pub async fn operator_pages_of_rare_matches_are_bounded<S: TaskStore>(store: S) 
         query = query.after(next);
     }
     assert_eq!(seen, ["new", "old"], "every match once, newest first");
+
+    // A span of creation times bounds a walk too: the few tasks at either
+    // end of the table are one page, the last (not a walk past the span
+    // that finds nothing, page after page, down the rest of the table).
+    let newest_filler = format!("f{between:05}");
+    for (query, want) in [
+        (
+            TaskQuery::new().created_after_ms(T0 + between as i64),
+            ["new", newest_filler.as_str()],
+        ),
+        (
+            TaskQuery::new().created_before_ms(T0 + 2),
+            ["f00001", "old"],
+        ),
+    ] {
+        let found = ops(&store).find(&query.limit(10), now).await.expect("find");
+        let ids: Vec<&str> = found.tasks.iter().map(|r| r.id.as_str()).collect();
+        assert_eq!(ids, want, "the span's tasks, newest first");
+        assert!(found.into_page(10).next.is_none(), "and no page after them");
+    }
     pages
 }

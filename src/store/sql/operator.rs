@@ -61,18 +61,7 @@ fn matching(d: &Dialect, table: &str, query: &TaskQuery, now_ms: i64, by_row: bo
     if let Some(owner) = query.owner_key() {
         conds.push(format!("owner = {}", s.arg(Arg::Text(owner.to_owned()))));
     }
-    if let Some(at) = query.created_after() {
-        conds.push(format!("created_at_ms >= {}", s.arg(Arg::Int(at))));
-    }
-    if let Some(at) = query.created_before() {
-        conds.push(format!("created_at_ms < {}", s.arg(Arg::Int(at))));
-    }
-    if let Some(cursor) = query.cursor() {
-        let (created, id) = cursor.position();
-        let created = s.arg(Arg::Int(created));
-        let id = s.arg(Arg::Text(id.to_owned()));
-        conds.push(format!("(created_at_ms, id) < ({created}, {id})"));
-    }
+    conds.extend(positions(&mut s, query));
     if let Some(text) = query.search_text() {
         let p = s.arg(Arg::Text((d.search_pattern)(text)));
         let search = if by_row { d.search_row } else { d.search };
@@ -87,6 +76,25 @@ fn matching(d: &Dialect, table: &str, query: &TaskQuery, now_ms: i64, by_row: bo
     s
 }
 
+/// The conditions on a row's place in the creation index that `query`
+/// sets: below its cursor, within its creation times.
+fn positions(s: &mut Sql, query: &TaskQuery) -> Vec<String> {
+    let mut conds = Vec::new();
+    if let Some(at) = query.created_after() {
+        conds.push(format!("created_at_ms >= {}", s.arg(Arg::Int(at))));
+    }
+    if let Some(at) = query.created_before() {
+        conds.push(format!("created_at_ms < {}", s.arg(Arg::Int(at))));
+    }
+    if let Some(cursor) = query.cursor() {
+        let (created, id) = cursor.position();
+        let created = s.arg(Arg::Int(created));
+        let id = s.arg(Arg::Text(id.to_owned()));
+        conds.push(format!("(created_at_ms, id) < ({created}, {id})"));
+    }
+    conds
+}
+
 /// One page of what `query` matches, newest first.
 pub(super) fn find(d: &Dialect, table: &str, query: &TaskQuery, now_ms: i64) -> Sql {
     page(d, table, query, matching(d, table, query, now_ms, false))
@@ -96,24 +104,23 @@ pub(super) fn find(d: &Dialect, table: &str, query: &TaskQuery, now_ms: i64) -> 
 const SQL_WALK: usize = WALK_BUDGET;
 
 /// Where a walk of at most [`SQL_WALK`] rows of the creation index
-/// below `query`'s cursor ends: `(created_at_ms, id)` of its last row, or
-/// no row if fewer are left. Reads the `(created_at_ms, id)` index alone.
+/// below `query`'s cursor, within its creation times, ends:
+/// `(created_at_ms, id)` of its last row, or no row if fewer are left (the
+/// walk then reaches the range's end, and the listing its last page).
+/// Reads the `(created_at_ms, id)` index alone.
 pub(super) fn walk_end(table: &str, query: &TaskQuery) -> Sql {
     let mut s = Sql {
         text: String::new(),
         args: Vec::new(),
     };
-    let below = match query.cursor() {
-        Some(cursor) => {
-            let (created, id) = cursor.position();
-            let created = s.arg(Arg::Int(created));
-            let id = s.arg(Arg::Text(id.to_owned()));
-            format!("WHERE (created_at_ms, id) < ({created}, {id}) ")
-        }
-        None => String::new(),
+    let conds = positions(&mut s, query);
+    let within = if conds.is_empty() {
+        String::new()
+    } else {
+        format!("WHERE {} ", conds.join(" AND "))
     };
     s.text = format!(
-        "SELECT created_at_ms, id FROM {} {below}ORDER BY created_at_ms DESC, id DESC \
+        "SELECT created_at_ms, id FROM {} {within}ORDER BY created_at_ms DESC, id DESC \
          LIMIT 1 OFFSET {}",
         quote(table),
         SQL_WALK - 1
