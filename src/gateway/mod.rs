@@ -298,8 +298,9 @@ impl Shared {
                 call
             }
             None => {
-                let (link, _) = self.upstream.session(self.cfg.connect_wait).await?;
-                self.start_call(&link, None, &req.method, &params, &sink)
+                let lease = self.upstream.forwarded(self.cfg.connect_wait).await?;
+                let link = Arc::clone(&lease.link);
+                self.start_call(&link, Some(lease), &req.method, &params, &sink)
             }
         };
         loop {

@@ -9,7 +9,7 @@
 //! carries every call.
 //!
 //! `link.rs` is one connection (ids, waiting requests, the end), `lane.rs`
-//! its supervision, `child.rs` a child process over stdio, `http.rs` a
+//! its supervision, `lease.rs` a call's place on a lane, `child.rs` a child process over stdio, `http.rs` a
 //! Streamable HTTP endpoint, `session.rs` the handshake and `tools/list`,
 //! `outbox.rs` the order and bounds of what a link sends.
 
@@ -23,12 +23,15 @@ use tokio::sync::{Notify, Semaphore};
 mod child;
 mod http;
 mod lane;
+mod lease;
 pub(crate) mod link;
 mod outbox;
 pub(crate) mod session;
 
 pub(crate) use lane::Keepalive;
-use lane::{Connector, Lane, Usage};
+use lane::{Connector, Lane};
+use lease::Held;
+pub(crate) use lease::Lease;
 
 use link::{Inbound, InboundSink, Link};
 use session::ServerInfo;
@@ -145,141 +148,6 @@ impl InboundSink for Tap {
     }
 }
 
-/// A call's place on a lane over stdio (given back when dropped), or the
-/// shared lane of an HTTP upstream.
-pub(crate) struct Lease {
-    lane: Option<Arc<Lane>>,
-    upstream: Weak<Upstream>,
-    /// Whether the call is a resident (parked) rather than the active one.
-    parked: bool,
-    /// The call ended without its answer: its handler may still run.
-    unanswered: bool,
-    /// The lane's live connection.
-    pub(crate) link: Arc<Link>,
-}
-
-impl Lease {
-    /// The call ends without its answer (cancelled, its caller gone): the
-    /// upstream's handler may go on and ask, so the connection takes no
-    /// other call and ends (its process restarts) once no call is on it.
-    pub(crate) fn unanswered(&mut self) {
-        self.unanswered = true;
-        self.link.taint();
-    }
-
-    /// The call waits for answers: it stops being the lane's active call
-    /// and stays as a resident.
-    pub(crate) fn park(&mut self) {
-        let Some(lane) = &self.lane else { return };
-        if self.parked {
-            return;
-        }
-        self.parked = true;
-        {
-            let mut usage = lane.usage();
-            usage.active = false;
-            usage.residents += 1;
-        }
-        wake(&self.upstream);
-    }
-
-    /// The call goes on: it waits until the lane has no active call, then
-    /// is it (another call's question could not be told from its own).
-    pub(crate) async fn resume(&mut self) {
-        let (Some(lane), Some(up)) = (&self.lane, self.upstream.upgrade()) else {
-            self.parked = false;
-            return;
-        };
-        if !self.parked {
-            return;
-        }
-        loop {
-            let freed = up.released.notified();
-            tokio::pin!(freed);
-            freed.as_mut().enable();
-            {
-                let mut usage = lane.usage();
-                if !usage.active {
-                    usage.active = true;
-                    usage.residents = usage.residents.saturating_sub(1);
-                    self.parked = false;
-                    return;
-                }
-            }
-            freed.await;
-        }
-    }
-}
-
-/// A lane was given back or parked: calls waiting for one look again.
-fn wake(upstream: &Weak<Upstream>) {
-    if let Some(up) = upstream.upgrade() {
-        up.released.notify_waiters();
-    }
-}
-
-impl Drop for Lease {
-    fn drop(&mut self) {
-        if let Some(lane) = &self.lane {
-            let end = {
-                let mut usage = lane.usage();
-                if self.unanswered {
-                    usage.tainted = Some(self.link.serial);
-                }
-                give_back(&mut usage, self.parked);
-                usage.is_empty() && usage.tainted == Some(self.link.serial)
-            };
-            if end {
-                // A new process for the next call: the old one's handler
-                // may still ask.
-                self.link
-                    .close("a call on it ended unanswered; its handler may still run".to_owned());
-            }
-            wake(&self.upstream);
-        }
-    }
-}
-
-/// A lane's use ends: as its active call, or as a resident (`parked`).
-fn give_back(usage: &mut Usage, parked: bool) {
-    if parked {
-        usage.residents = usage.residents.saturating_sub(1);
-    } else {
-        usage.active = false;
-    }
-    if usage.is_empty() {
-        usage.idle_since = std::time::Instant::now();
-    }
-}
-
-/// A lane taken as active while its connection is awaited: given back
-/// when dropped, unless it became a [`Lease`].
-struct Held {
-    lane: Option<Arc<Lane>>,
-    upstream: Weak<Upstream>,
-}
-
-impl Held {
-    fn lease(mut self, link: Arc<Link>) -> Lease {
-        Lease {
-            lane: self.lane.take(),
-            upstream: Weak::clone(&self.upstream),
-            parked: false,
-            unanswered: false,
-            link,
-        }
-    }
-}
-
-impl Drop for Held {
-    fn drop(&mut self) {
-        if let Some(lane) = self.lane.take() {
-            give_back(&mut lane.usage(), false);
-            wake(&self.upstream);
-        }
-    }
-}
-
 /// How many upstream processes the gateway runs over stdio.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Processes {
@@ -349,6 +217,19 @@ impl Upstream {
         primary.session(tokio::time::Instant::now() + wait).await
     }
 
+    /// The primary connection for a request that is no tool call, as a
+    /// [`Lease`] beside the primary lane's calls: over stdio, if the
+    /// request ends unanswered, its handler may still ask, and nothing
+    /// would tell its questions from another call's on that process, so
+    /// the process takes no new call and is started anew once none is on
+    /// it.
+    pub(crate) async fn forwarded(&self, wait: Duration) -> Result<Lease, JsonRpcError> {
+        let primary = Arc::clone(&self.lock_lanes()[0]);
+        let (link, _) = primary.session(tokio::time::Instant::now() + wait).await?;
+        let lane = matches!(self.target, UpstreamTarget::Command { .. }).then_some(primary);
+        Ok(Lease::beside(lane, Weak::clone(&self.me), link, true))
+    }
+
     /// What the upstream said of itself in its handshake: the primary's
     /// answer, or while the primary starts again (a call on it ended
     /// unanswered, its process died) any live lane's, waiting up to `wait`
@@ -389,13 +270,7 @@ impl Upstream {
         let deadline = tokio::time::Instant::now() + wait;
         if matches!(self.target, UpstreamTarget::Url { .. }) {
             let (link, _) = self.session(wait).await?;
-            return Ok(Lease {
-                lane: None,
-                upstream: Weak::clone(&self.me),
-                parked: false,
-                unanswered: false,
-                link,
-            });
+            return Ok(Lease::beside(None, Weak::clone(&self.me), link, false));
         }
         loop {
             let released = self.released.notified();

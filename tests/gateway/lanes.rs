@@ -157,6 +157,40 @@ async fn the_process_of_a_call_that_ended_unanswered_takes_no_other_call() {
     assert_eq!(after, again, "an answered call keeps its process");
 }
 
+/// The same for a request that is no tool call: a prompt whose question
+/// the client leaves unanswered past the wait (1 s) ends unanswered, and
+/// the calls after it get a new process. Before, its process took the next
+/// calls, and a later question of the prompt's handler (an upstream that
+/// goes on after a cancel) went to the one call running there, another
+/// client's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_process_of_a_request_that_ended_unanswered_takes_no_other_call() {
+    let (_dir, file) = events_file();
+    let Some(up) = python(&file) else { return };
+    let cfg = ProxyConfig::default()
+        .with_connect_wait(Duration::from_secs(20))
+        .with_upstream_processes(1)
+        .with_parked_calls(Duration::from_secs(1), 100)
+        .with_tool_policy("pid", TaskPolicy::Sync);
+    let gw = Gateway::with_config(up, cfg).await;
+    let before = text(&gw.call("pid", json!({})).await).to_owned();
+    let asked = gw
+        .as_owner("alice")
+        .send26("prompts/get", json!({ "name": "greeting" }), false)
+        .await;
+    assert_eq!(common::ok(&asked)["resultType"], "input_required");
+    let bob = gw.as_owner("bob");
+    // Bounded: 20 s.
+    for _ in 0..200 {
+        let now = text(&bob.call("pid", json!({})).await).to_owned();
+        if !now.is_empty() && now != before {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("the prompt's process {before} still takes calls");
+}
+
 /// The bound on processes holds (a running call holds one; the next call
 /// is refused after the connect wait), and a call waiting for answers
 /// holds none.
