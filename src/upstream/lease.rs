@@ -3,15 +3,17 @@
 
 use std::sync::{Arc, Weak};
 
+use tokio::sync::Notify;
+
 use super::lane::{Lane, Usage};
 use super::link::Link;
-use super::Upstream;
 
 /// A call's place on a lane over stdio (given back when dropped), or the
 /// shared lane of an HTTP upstream.
 pub(crate) struct Lease {
     lane: Option<Arc<Lane>>,
-    upstream: Weak<Upstream>,
+    /// The upstream's: a lane was let go.
+    released: Weak<Notify>,
     /// Whether the call is a resident (parked) rather than the active one.
     parked: bool,
     /// The call ended without its answer: its handler may still run.
@@ -46,13 +48,13 @@ impl Lease {
             usage.active = false;
             usage.residents += 1;
         }
-        wake(&self.upstream);
+        wake(&self.released);
     }
 
     /// The call goes on: it waits until the lane has no active call, then
     /// is it (another call's question could not be told from its own).
     pub(crate) async fn resume(&mut self) {
-        let (Some(lane), Some(up)) = (&self.lane, self.upstream.upgrade()) else {
+        let (Some(lane), Some(released)) = (&self.lane, self.released.upgrade()) else {
             self.parked = false;
             return;
         };
@@ -60,7 +62,7 @@ impl Lease {
             return;
         }
         loop {
-            let freed = up.released.notified();
+            let freed = released.notified();
             tokio::pin!(freed);
             freed.as_mut().enable();
             {
@@ -78,9 +80,9 @@ impl Lease {
 }
 
 /// A lane was given back or parked: calls waiting for one look again.
-fn wake(upstream: &Weak<Upstream>) {
-    if let Some(up) = upstream.upgrade() {
-        up.released.notify_waiters();
+fn wake(released: &Weak<Notify>) {
+    if let Some(released) = released.upgrade() {
+        released.notify_waiters();
     }
 }
 
@@ -103,7 +105,7 @@ impl Drop for Lease {
                 self.link
                     .close("a call on it ended unanswered; its handler may still run".to_owned());
             }
-            wake(&self.upstream);
+            wake(&self.released);
         }
     }
 }
@@ -124,14 +126,14 @@ fn give_back(usage: &mut Usage, parked: bool) {
 /// when dropped, unless it became a [`Lease`].
 pub(super) struct Held {
     pub(super) lane: Option<Arc<Lane>>,
-    pub(super) upstream: Weak<Upstream>,
+    pub(super) released: Weak<Notify>,
 }
 
 impl Held {
     pub(super) fn lease(mut self, link: Arc<Link>) -> Lease {
         Lease {
             lane: self.lane.take(),
-            upstream: Weak::clone(&self.upstream),
+            released: Weak::clone(&self.released),
             parked: false,
             unanswered: false,
             forwarded: false,
@@ -144,7 +146,7 @@ impl Drop for Held {
     fn drop(&mut self) {
         if let Some(lane) = self.lane.take() {
             give_back(&mut lane.usage(), false);
-            wake(&self.upstream);
+            wake(&self.released);
         }
     }
 }
@@ -156,13 +158,13 @@ impl Lease {
     /// its connection once no call is on it, as a call's lease does.
     pub(super) fn beside(
         lane: Option<Arc<Lane>>,
-        upstream: Weak<Upstream>,
+        released: Weak<Notify>,
         link: Arc<Link>,
         forwarded: bool,
     ) -> Self {
         Lease {
             lane,
-            upstream,
+            released,
             parked: false,
             unanswered: false,
             forwarded,

@@ -109,7 +109,7 @@ pub(crate) struct Upstream {
     max_starting: usize,
     starts: Arc<Semaphore>,
     /// A lane was let go by its call.
-    released: Notify,
+    released: Arc<Notify>,
     serials: Arc<AtomicU64>,
     me: Weak<Upstream>,
 }
@@ -177,7 +177,7 @@ impl Upstream {
             max_lanes: processes.most.max(1),
             max_starting: starting,
             starts: Arc::new(Semaphore::new(starting)),
-            released: Notify::new(),
+            released: Arc::new(Notify::new()),
             serials: Arc::default(),
             me: Weak::clone(me),
         });
@@ -227,7 +227,12 @@ impl Upstream {
         let primary = Arc::clone(&self.lock_lanes()[0]);
         let (link, _) = primary.session(tokio::time::Instant::now() + wait).await?;
         let lane = matches!(self.target, UpstreamTarget::Command { .. }).then_some(primary);
-        Ok(Lease::beside(lane, Weak::clone(&self.me), link, true))
+        Ok(Lease::beside(
+            lane,
+            Arc::downgrade(&self.released),
+            link,
+            true,
+        ))
     }
 
     /// What the upstream said of itself in its handshake: the primary's
@@ -270,7 +275,12 @@ impl Upstream {
         let deadline = tokio::time::Instant::now() + wait;
         if matches!(self.target, UpstreamTarget::Url { .. }) {
             let (link, _) = self.session(wait).await?;
-            return Ok(Lease::beside(None, Weak::clone(&self.me), link, false));
+            return Ok(Lease::beside(
+                None,
+                Arc::downgrade(&self.released),
+                link,
+                false,
+            ));
         }
         loop {
             let released = self.released.notified();
@@ -281,7 +291,7 @@ impl Upstream {
                 // drops this future while the lane starts, gives it back.
                 let held = Held {
                     lane: Some(Arc::clone(&lane)),
-                    upstream: Weak::clone(&self.me),
+                    released: Arc::downgrade(&self.released),
                 };
                 let (link, _) = lane.session(deadline).await?;
                 return Ok(held.lease(link));
