@@ -74,14 +74,7 @@ async fn a_message_for_an_ended_call_never_reaches_another_call() {
 /// every round of questions.
 #[tokio::test(flavor = "current_thread")]
 async fn a_call_that_leaves_the_table_takes_its_timer_with_it() {
-    let calls = Calls::new(
-        ParkLimits {
-            ttl: Duration::from_secs(3_600),
-            max: 10,
-            per_owner: 10,
-        },
-        Notices::default(),
-    );
+    let calls = table();
     let (out, _sent) = mpsc::channel(8);
     let link = Link::new(1, out);
     let alive = || {
@@ -91,9 +84,7 @@ async fn a_call_that_leaves_the_table_takes_its_timer_with_it() {
     };
     let before = alive();
     for round in 0..3 {
-        let events = calls.register(1, round);
-        let registry = Arc::clone(&calls) as Arc<dyn Registry>;
-        let call = UpstreamCall::start(registry, events, &link, None, round, "{}".into());
+        let call = started(&calls, &link, round);
         let key = format!("k{round}");
         calls
             .park(call, Some("alice".into()), None, key.clone(), "tools/call")
@@ -114,6 +105,14 @@ async fn a_call_that_leaves_the_table_takes_its_timer_with_it() {
     }
 }
 
+/// Upstream request `id` on `link` (serial 1), registered with `calls`.
+fn started(calls: &Arc<Calls>, link: &Arc<Link>, id: u64) -> UpstreamCall {
+    let events = calls.register(1, id);
+    let registry = Arc::clone(calls) as Arc<dyn Registry>;
+    UpstreamCall::start(registry, events, link, None, id, "{}".into())
+}
+
+/// A table whose parked calls wait an hour, ten at most.
 fn table() -> Arc<Calls> {
     Calls::new(
         ParkLimits {
@@ -134,9 +133,7 @@ async fn a_call_parked_without_its_task_leaves_no_key_behind() {
     let (out, _sent) = mpsc::channel(8);
     let link = Link::new(1, out);
     for round in 0..3 {
-        let events = calls.register(1, round);
-        let registry = Arc::clone(&calls) as Arc<dyn Registry>;
-        let call = UpstreamCall::start(registry, events, &link, None, round, "{}".into());
+        let call = started(&calls, &link, round);
         let handle = TaskHandle::unbound(CancellationToken::new());
         let key = format!("k{round}");
         calls
@@ -158,9 +155,7 @@ async fn a_call_on_a_closed_connection_never_parks() {
     let calls = table();
     let (out, _sent) = mpsc::channel(8);
     let link = Link::new(1, out);
-    let events = calls.register(1, 1);
-    let registry = Arc::clone(&calls) as Arc<dyn Registry>;
-    let call = UpstreamCall::start(registry, events, &link, None, 1, "{}".into());
+    let call = started(&calls, &link, 1);
     link.close("the upstream process exited".to_owned());
     let refused = calls
         .park(call, Some("alice".into()), None, "k".into(), "tools/call")

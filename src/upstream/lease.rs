@@ -27,6 +27,27 @@ pub(crate) struct Lease {
 }
 
 impl Lease {
+    /// A call's place: on `lane` over stdio (none over HTTP, where one
+    /// lane carries every call), as its active call, or, `forwarded`, as a
+    /// request that is no tool call, beside the primary lane's calls;
+    /// either way, ending unanswered ends its connection once no call is
+    /// on it.
+    pub(super) fn new(
+        lane: Option<Arc<Lane>>,
+        released: Weak<Notify>,
+        link: Arc<Link>,
+        forwarded: bool,
+    ) -> Self {
+        Lease {
+            lane,
+            released,
+            parked: false,
+            unanswered: false,
+            forwarded,
+            link,
+        }
+    }
+
     /// The call ends without its answer (cancelled, its caller gone): the
     /// upstream's handler may go on and ask, so the connection takes no
     /// other call and ends (its process restarts) once no call is on it.
@@ -131,14 +152,7 @@ pub(super) struct Held {
 
 impl Held {
     pub(super) fn lease(mut self, link: Arc<Link>) -> Lease {
-        Lease {
-            lane: self.lane.take(),
-            released: Weak::clone(&self.released),
-            parked: false,
-            unanswered: false,
-            forwarded: false,
-            link,
-        }
+        Lease::new(self.lane.take(), Weak::clone(&self.released), link, false)
     }
 }
 
@@ -147,28 +161,6 @@ impl Drop for Held {
         if let Some(lane) = self.lane.take() {
             give_back(&mut lane.usage(), false);
             wake(&self.released);
-        }
-    }
-}
-
-impl Lease {
-    /// The place of a call on an HTTP upstream's one lane, or of a request
-    /// that is no tool call (`forwarded`) on the primary lane: no lane's
-    /// active call. Over stdio a forwarded one that ends unanswered ends
-    /// its connection once no call is on it, as a call's lease does.
-    pub(super) fn beside(
-        lane: Option<Arc<Lane>>,
-        released: Weak<Notify>,
-        link: Arc<Link>,
-        forwarded: bool,
-    ) -> Self {
-        Lease {
-            lane,
-            released,
-            parked: false,
-            unanswered: false,
-            forwarded,
-            link,
         }
     }
 }

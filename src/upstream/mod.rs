@@ -9,9 +9,10 @@
 //! carries every call.
 //!
 //! `link.rs` is one connection (ids, waiting requests, the end), `lane.rs`
-//! its supervision, `lease.rs` a call's place on a lane, `child.rs` a child process over stdio, `http.rs` a
-//! Streamable HTTP endpoint, `session.rs` the handshake and `tools/list`,
-//! `outbox.rs` the order and bounds of what a link sends.
+//! its supervision, `lease.rs` a call's place on a lane, `child.rs` a
+//! child process over stdio, `http.rs` a Streamable HTTP endpoint,
+//! `session.rs` the handshake and `tools/list`, `outbox.rs` the order and
+//! bounds of what a link sends.
 
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, PoisonError, RwLock, Weak};
@@ -224,15 +225,10 @@ impl Upstream {
     /// the process takes no new call and is started anew once none is on
     /// it.
     pub(crate) async fn forwarded(&self, wait: Duration) -> Result<Lease, JsonRpcError> {
-        let primary = Arc::clone(&self.lock_lanes()[0]);
-        let (link, _) = primary.session(tokio::time::Instant::now() + wait).await?;
-        let lane = matches!(self.target, UpstreamTarget::Command { .. }).then_some(primary);
-        Ok(Lease::beside(
-            lane,
-            Arc::downgrade(&self.released),
-            link,
-            true,
-        ))
+        let (link, _) = self.session(wait).await?;
+        let lane = matches!(self.target, UpstreamTarget::Command { .. })
+            .then(|| Arc::clone(&self.lock_lanes()[0]));
+        Ok(Lease::new(lane, Arc::downgrade(&self.released), link, true))
     }
 
     /// What the upstream said of itself in its handshake: the primary's
@@ -275,7 +271,7 @@ impl Upstream {
         let deadline = tokio::time::Instant::now() + wait;
         if matches!(self.target, UpstreamTarget::Url { .. }) {
             let (link, _) = self.session(wait).await?;
-            return Ok(Lease::beside(
+            return Ok(Lease::new(
                 None,
                 Arc::downgrade(&self.released),
                 link,
